@@ -1,0 +1,1 @@
+//! The `wasmtime` command-line tool (under construction).

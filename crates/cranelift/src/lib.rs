@@ -1,0 +1,1 @@
+//! Wasm → Cranelift translation (under construction).

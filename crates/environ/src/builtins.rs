@@ -1,0 +1,154 @@
+//! Runtime functions that compiled code calls ("builtins").
+//!
+//! `VMContextHeader::builtin_functions` points at an array of function
+//! pointers, one per builtin, in the order [`foreach_builtin_function!`]
+//! lists them. Compiled code loads the pointer at
+//! `index * size_of::<usize>()` and calls it with the host's C calling
+//! convention. Every builtin takes the caller's instance `vmctx` first.
+//!
+//! Parameter types are written as `vmctx`, `i32` (Rust `u32`), `i64`
+//! (`u64`) and `pointer` (`usize`: a `funcref` pointer or an
+//! extern-reference handle).
+//!
+//! Return conventions:
+//! * `-> bool`: `false` means the builtin failed and left an error (a
+//!   [`crate::Trap`] or a host error) in the store. Compiled code then
+//!   executes a trap instruction recorded as
+//!   [`crate::TrapSiteKind::HostCallFailed`], so the error surfaces with a
+//!   backtrace that starts at the calling Wasm function.
+//! * `-> i64` for the `*_grow` builtins: the old size, or `u64::MAX` (-1)
+//!   when growth failed (not a trap).
+
+/// Calls `$mac!` with the list of builtins, each written as
+/// `name(param: type, ...) -> ret;` where the return is omitted for `()`.
+#[macro_export]
+macro_rules! foreach_builtin_function {
+    ($mac:ident) => {
+        $mac! {
+            /// `memory.grow`: returns the old size in pages or -1.
+            memory_grow(vmctx: vmctx, memory: i32, delta_pages: i64) -> i64;
+            /// `memory.fill`; fails with `MemoryOutOfBounds`.
+            memory_fill(vmctx: vmctx, memory: i32, dst: i64, value: i32, len: i64) -> bool;
+            /// `memory.copy` (possibly between two memories); fails with
+            /// `MemoryOutOfBounds`.
+            memory_copy(vmctx: vmctx, dst_memory: i32, dst: i64, src_memory: i32, src: i64, len: i64) -> bool;
+            /// `memory.init`; fails with `MemoryOutOfBounds`.
+            memory_init(vmctx: vmctx, memory: i32, data: i32, dst: i64, src: i32, len: i32) -> bool;
+            /// `data.drop`.
+            data_drop(vmctx: vmctx, data: i32);
+            /// `table.grow`: returns the old size or -1.
+            table_grow(vmctx: vmctx, table: i32, delta: i64, init: pointer) -> i64;
+            /// `table.fill`; fails with `TableOutOfBounds`.
+            table_fill(vmctx: vmctx, table: i32, dst: i64, value: pointer, len: i64) -> bool;
+            /// `table.copy` (possibly between two tables); fails with
+            /// `TableOutOfBounds`.
+            table_copy(vmctx: vmctx, dst_table: i32, src_table: i32, dst: i64, src: i64, len: i64) -> bool;
+            /// `table.init`; fails with `TableOutOfBounds`.
+            table_init(vmctx: vmctx, table: i32, elem: i32, dst: i64, src: i32, len: i32) -> bool;
+            /// `elem.drop`.
+            elem_drop(vmctx: vmctx, elem: i32);
+            /// The epoch counter reached `VMStoreContext::epoch_deadline`:
+            /// the runtime runs the store's epoch policy (trap, yield,
+            /// callback) and stores a new deadline; compiled code reloads it.
+            new_epoch(vmctx: vmctx) -> bool;
+            /// `VMStoreContext::fuel_consumed` became non-negative: the
+            /// runtime refuels (or yields) or fails with `OutOfFuel`;
+            /// compiled code reloads the fuel counter.
+            out_of_gas(vmctx: vmctx) -> bool;
+        }
+    };
+}
+
+macro_rules! declare_indices {
+    ($($(#[$doc:meta])* $name:ident($($pname:ident: $pty:ident),*) $(-> $ret:ident)?;)*) => {
+        /// Index of a builtin in the builtin-function array.
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+        #[allow(non_camel_case_types, reason = "variants are named after the builtins")]
+        #[repr(u32)]
+        pub enum BuiltinFunctionIndex {
+            $($(#[$doc])* $name,)*
+        }
+
+        impl BuiltinFunctionIndex {
+            /// Every builtin, in array order.
+            pub const ALL: &'static [BuiltinFunctionIndex] = &[$(BuiltinFunctionIndex::$name,)*];
+
+            /// The builtin's name.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(BuiltinFunctionIndex::$name => stringify!($name),)*
+                }
+            }
+
+            /// Parameter types, `vmctx` first.
+            pub fn params(self) -> &'static [BuiltinType] {
+                match self {
+                    $(BuiltinFunctionIndex::$name => &[$(BuiltinType::$pty,)*],)*
+                }
+            }
+
+            /// Return type, if any.
+            pub fn ret(self) -> Option<BuiltinType> {
+                match self {
+                    $(BuiltinFunctionIndex::$name => {
+                        None$(.or(Some(BuiltinType::$ret)))?
+                    })*
+                }
+            }
+        }
+    };
+}
+
+foreach_builtin_function!(declare_indices);
+
+/// The abstract type of a builtin's parameter or result.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[allow(non_camel_case_types, reason = "named as written in the builtin list")]
+pub enum BuiltinType {
+    /// The caller's instance `VMContext` pointer.
+    vmctx,
+    /// A 32-bit integer.
+    i32,
+    /// A 64-bit integer.
+    i64,
+    /// A pointer-sized value.
+    pointer,
+    /// A success flag (one byte).
+    bool,
+}
+
+impl BuiltinFunctionIndex {
+    /// The offset of this builtin's pointer in the builtin-function array.
+    pub fn array_offset(self) -> u32 {
+        self as u32 * std::mem::size_of::<usize>() as u32
+    }
+}
+
+/// Host math functions that Cranelift may call when the target lacks an
+/// instruction (for example `floor` without SSE4.1). The compiler records a
+/// [`crate::Relocation`] to one of these; the runtime patches in its address.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum HostLibcall {
+    /// `f32` floor.
+    FloorF32,
+    /// `f64` floor.
+    FloorF64,
+    /// `f32` ceil.
+    CeilF32,
+    /// `f64` ceil.
+    CeilF64,
+    /// `f32` truncate.
+    TruncF32,
+    /// `f64` truncate.
+    TruncF64,
+    /// `f32` round-to-nearest-even.
+    NearestF32,
+    /// `f64` round-to-nearest-even.
+    NearestF64,
+    /// `f32` fused multiply-add.
+    FmaF32,
+    /// `f64` fused multiply-add.
+    FmaF64,
+    /// `i8x16.swizzle` helper when the target has no `pshufb`.
+    X86Pshufb,
+}

@@ -1,0 +1,566 @@
+//! Module metadata ([`ModuleInfo`]) and its construction from Wasm bytes
+//! ([`ModuleTranslation`]).
+//!
+//! Module-level sections are parsed and validated here, in one pass. Function
+//! bodies are *not* validated here: each comes with a
+//! [`wasmparser::FuncToValidate`] that the translator drives operator by
+//! operator while it translates, so validation runs in parallel with
+//! compilation, one function per task.
+
+use crate::types::*;
+use anyhow::{Context, Result, anyhow, bail};
+use cranelift_entity::{EntityRef, PrimaryMap};
+use std::collections::HashMap;
+use std::ops::Range;
+use wasmparser::{
+    ExternalKind, FuncToValidate, FunctionBody, Parser, Payload, TypeRef, ValidPayload, Validator,
+    ValidatorResources, WasmFeatures,
+};
+
+/// One instruction of a constant expression.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ConstOp {
+    /// `i32.const`.
+    I32Const(i32),
+    /// `i64.const`.
+    I64Const(i64),
+    /// `f32.const`, as bits.
+    F32Const(u32),
+    /// `f64.const`, as bits.
+    F64Const(u64),
+    /// `v128.const`, as little-endian bits.
+    V128Const(u128),
+    /// `ref.null`.
+    RefNull(WasmRefType),
+    /// `ref.func`.
+    RefFunc(FuncIndex),
+    /// `global.get`.
+    GlobalGet(GlobalIndex),
+    /// `i32.add` (extended-const).
+    I32Add,
+    /// `i32.sub` (extended-const).
+    I32Sub,
+    /// `i32.mul` (extended-const).
+    I32Mul,
+    /// `i64.add` (extended-const).
+    I64Add,
+    /// `i64.sub` (extended-const).
+    I64Sub,
+    /// `i64.mul` (extended-const).
+    I64Mul,
+}
+
+/// A validated constant expression, evaluated by the runtime at
+/// instantiation with a small stack machine.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConstExpr {
+    /// The instructions, without the final `end`.
+    pub ops: Box<[ConstOp]>,
+}
+
+impl ConstExpr {
+    fn from_wasmparser(expr: &wasmparser::ConstExpr<'_>) -> Result<ConstExpr> {
+        use wasmparser::Operator as O;
+        let mut ops = Vec::new();
+        let mut reader = expr.get_operators_reader();
+        while !reader.eof() {
+            let op = reader.read()?;
+            ops.push(match op {
+                O::I32Const { value } => ConstOp::I32Const(value),
+                O::I64Const { value } => ConstOp::I64Const(value),
+                O::F32Const { value } => ConstOp::F32Const(value.bits()),
+                O::F64Const { value } => ConstOp::F64Const(value.bits()),
+                O::V128Const { value } => ConstOp::V128Const(u128::from_le_bytes(*value.bytes())),
+                O::RefNull { hty } => ConstOp::RefNull(match hty {
+                    wasmparser::HeapType::FUNC => WasmRefType::FuncRef,
+                    wasmparser::HeapType::EXTERN => WasmRefType::ExternRef,
+                    other => bail!("unsupported heap type in constant expression: {other:?}"),
+                }),
+                O::RefFunc { function_index } => {
+                    ConstOp::RefFunc(FuncIndex::from_u32(function_index))
+                }
+                O::GlobalGet { global_index } => {
+                    ConstOp::GlobalGet(GlobalIndex::from_u32(global_index))
+                }
+                O::I32Add => ConstOp::I32Add,
+                O::I32Sub => ConstOp::I32Sub,
+                O::I32Mul => ConstOp::I32Mul,
+                O::I64Add => ConstOp::I64Add,
+                O::I64Sub => ConstOp::I64Sub,
+                O::I64Mul => ConstOp::I64Mul,
+                O::End => continue,
+                other => bail!("unsupported operator in constant expression: {other:?}"),
+            });
+        }
+        Ok(ConstExpr { ops: ops.into() })
+    }
+
+    /// The function index if this expression is exactly `ref.func N`.
+    pub fn as_ref_func(&self) -> Option<FuncIndex> {
+        match &*self.ops {
+            [ConstOp::RefFunc(f)] => Some(*f),
+            _ => None,
+        }
+    }
+}
+
+/// An import of the module.
+#[derive(Clone, Debug)]
+pub struct Import {
+    /// Module name.
+    pub module: String,
+    /// Field name.
+    pub field: String,
+    /// Where the import lands in its index space.
+    pub index: EntityIndex,
+    /// Its declared type.
+    pub ty: EntityType,
+}
+
+/// How an element segment is used.
+#[derive(Clone, Debug)]
+pub enum ElementMode {
+    /// Copied by `table.init`.
+    Passive,
+    /// Copied into a table at instantiation, then dropped.
+    Active {
+        /// Destination table.
+        table: TableIndex,
+        /// Offset expression (an `i32`).
+        offset: ConstExpr,
+    },
+    /// Only forward-declares `ref.func` targets; dropped at instantiation.
+    Declared,
+}
+
+/// The items of an element segment.
+#[derive(Clone, Debug)]
+pub enum ElementItems {
+    /// A list of function indices (the compact encoding).
+    Functions(Box<[FuncIndex]>),
+    /// A list of constant expressions producing references.
+    Expressions(Box<[ConstExpr]>),
+}
+
+impl ElementItems {
+    /// Number of items.
+    pub fn len(&self) -> usize {
+        match self {
+            ElementItems::Functions(f) => f.len(),
+            ElementItems::Expressions(e) => e.len(),
+        }
+    }
+
+    /// Whether there are no items.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// An element segment.
+#[derive(Clone, Debug)]
+pub struct ElementSegment {
+    /// How it is used.
+    pub mode: ElementMode,
+    /// Its element type.
+    pub ty: WasmRefType,
+    /// Its items.
+    pub items: ElementItems,
+}
+
+/// How a data segment is used.
+#[derive(Clone, Debug)]
+pub enum DataMode {
+    /// Copied by `memory.init`.
+    Passive,
+    /// Copied into a memory at instantiation, then dropped.
+    Active {
+        /// Destination memory.
+        memory: MemoryIndex,
+        /// Offset expression (an `i32`).
+        offset: ConstExpr,
+    },
+}
+
+/// A data segment. Its bytes are `ModuleInfo::data_bytes[range]`.
+#[derive(Clone, Debug)]
+pub struct DataSegment {
+    /// How it is used.
+    pub mode: DataMode,
+    /// Where its bytes are in [`ModuleInfo::data_bytes`].
+    pub range: Range<usize>,
+}
+
+/// Everything about a module except its function bodies.
+#[derive(Clone, Debug, Default)]
+pub struct ModuleInfo {
+    /// The module's name from the name section.
+    pub name: Option<String>,
+    /// The type section.
+    pub types: PrimaryMap<TypeIndex, WasmFuncType>,
+    /// The type of every function, imports first.
+    pub functions: PrimaryMap<FuncIndex, TypeIndex>,
+    /// The type of every table, imports first.
+    pub tables: PrimaryMap<TableIndex, WasmTableType>,
+    /// The type of every memory, imports first.
+    pub memories: PrimaryMap<MemoryIndex, WasmMemoryType>,
+    /// The type of every global, imports first.
+    pub globals: PrimaryMap<GlobalIndex, WasmGlobalType>,
+    /// Initializers of the defined globals.
+    pub global_inits: PrimaryMap<DefinedGlobalIndex, ConstExpr>,
+    /// Initial values of defined tables (`None`: null references).
+    pub table_inits: PrimaryMap<DefinedTableIndex, Option<ConstExpr>>,
+    /// Number of imported functions.
+    pub num_imported_funcs: u32,
+    /// Number of imported tables.
+    pub num_imported_tables: u32,
+    /// Number of imported memories.
+    pub num_imported_memories: u32,
+    /// Number of imported globals.
+    pub num_imported_globals: u32,
+    /// Imports, in order.
+    pub imports: Vec<Import>,
+    /// Exports, in order.
+    pub exports: Vec<(String, EntityIndex)>,
+    /// The start function.
+    pub start: Option<FuncIndex>,
+    /// Element segments.
+    pub elements: PrimaryMap<ElemIndex, ElementSegment>,
+    /// Data segments.
+    pub data: PrimaryMap<DataIndex, DataSegment>,
+    /// All data-segment bytes, concatenated.
+    pub data_bytes: Vec<u8>,
+    /// Function names from the name section.
+    pub func_names: HashMap<FuncIndex, String>,
+}
+
+macro_rules! defined_index_conversions {
+    ($($defined:ident $full:ident $num:ident $to_full:ident $to_defined:ident;)*) => {
+        impl ModuleInfo {$(
+            /// Converts a defined index to the full index space.
+            pub fn $to_full(&self, index: $defined) -> $full {
+                $full::new(self.$num as usize + index.index())
+            }
+
+            /// Converts to a defined index, or `None` for an import.
+            pub fn $to_defined(&self, index: $full) -> Option<$defined> {
+                index
+                    .index()
+                    .checked_sub(self.$num as usize)
+                    .map($defined::new)
+            }
+        )*}
+    };
+}
+
+defined_index_conversions! {
+    DefinedFuncIndex FuncIndex num_imported_funcs func_index defined_func_index;
+    DefinedTableIndex TableIndex num_imported_tables table_index defined_table_index;
+    DefinedMemoryIndex MemoryIndex num_imported_memories memory_index defined_memory_index;
+    DefinedGlobalIndex GlobalIndex num_imported_globals global_index defined_global_index;
+}
+
+impl ModuleInfo {
+    /// Number of functions the module defines.
+    pub fn num_defined_funcs(&self) -> u32 {
+        self.functions.len() as u32 - self.num_imported_funcs
+    }
+
+    /// Number of tables the module defines.
+    pub fn num_defined_tables(&self) -> u32 {
+        self.tables.len() as u32 - self.num_imported_tables
+    }
+
+    /// Number of memories the module defines.
+    pub fn num_defined_memories(&self) -> u32 {
+        self.memories.len() as u32 - self.num_imported_memories
+    }
+
+    /// Number of globals the module defines.
+    pub fn num_defined_globals(&self) -> u32 {
+        self.globals.len() as u32 - self.num_imported_globals
+    }
+
+    /// The type of function `index`.
+    pub fn func_type(&self, index: FuncIndex) -> &WasmFuncType {
+        &self.types[self.functions[index]]
+    }
+
+    /// The bytes of data segment `index`.
+    pub fn data_segment_bytes(&self, index: DataIndex) -> &[u8] {
+        &self.data_bytes[self.data[index].range.clone()]
+    }
+
+    /// The name of function `index` from the name section, if any.
+    pub fn func_name(&self, index: FuncIndex) -> Option<&str> {
+        self.func_names.get(&index).map(|s| s.as_str())
+    }
+
+    /// The type of an entity in one of the index spaces.
+    pub fn entity_type(&self, index: EntityIndex) -> EntityType {
+        match index {
+            EntityIndex::Function(f) => EntityType::Function(self.functions[f]),
+            EntityIndex::Table(t) => EntityType::Table(self.tables[t]),
+            EntityIndex::Memory(m) => EntityType::Memory(self.memories[m]),
+            EntityIndex::Global(g) => EntityType::Global(self.globals[g]),
+        }
+    }
+}
+
+/// A function body awaiting validation and compilation.
+pub struct FunctionBodyData<'a> {
+    /// The body; its reader's offsets are offsets in the whole module.
+    pub body: FunctionBody<'a>,
+    /// The validator to drive while translating the body.
+    pub validator: FuncToValidate<ValidatorResources>,
+}
+
+/// The result of parsing a Wasm binary: module metadata plus the function
+/// bodies, which borrow the input bytes.
+pub struct ModuleTranslation<'a> {
+    /// Module metadata.
+    pub module: ModuleInfo,
+    /// Defined function bodies, in order.
+    pub function_bodies: PrimaryMap<DefinedFuncIndex, FunctionBodyData<'a>>,
+    /// The input bytes.
+    pub wasm: &'a [u8],
+}
+
+impl<'a> ModuleTranslation<'a> {
+    /// Parses and validates the module-level structure of `wasm`.
+    ///
+    /// # Errors
+    ///
+    /// Malformed or invalid input gives an error naming the problem and its
+    /// byte offset, as wasmparser reports it. So does a construct outside the
+    /// supported subset (components, GC types, memory64, threads, ...), even
+    /// when `features` would let the validator accept it.
+    pub fn new(features: WasmFeatures, wasm: &'a [u8]) -> Result<ModuleTranslation<'a>> {
+        let mut validator = Validator::new_with_features(features);
+        let mut t = ModuleTranslation {
+            module: ModuleInfo::default(),
+            function_bodies: PrimaryMap::new(),
+            wasm,
+        };
+        for payload in Parser::new(0).parse_all(wasm) {
+            let payload = payload?;
+            if let ValidPayload::Func(validator, body) = validator.payload(&payload)? {
+                t.function_bodies.push(FunctionBodyData { body, validator });
+                continue;
+            }
+            t.translate_payload(payload)?;
+        }
+        Ok(t)
+    }
+
+    fn translate_payload(&mut self, payload: Payload<'a>) -> Result<()> {
+        let m = &mut self.module;
+        match payload {
+            Payload::Version { encoding, .. } => {
+                if encoding != wasmparser::Encoding::Module {
+                    bail!("components are not supported: expected a core module");
+                }
+            }
+            Payload::TypeSection(types) => {
+                for group in types {
+                    let group = group?;
+                    for sub in group.into_types() {
+                        match &sub.composite_type.inner {
+                            wasmparser::CompositeInnerType::Func(f) => {
+                                m.types.push(WasmFuncType::from_wasmparser(f)?);
+                            }
+                            _ => bail!("only function types are supported in the type section"),
+                        }
+                    }
+                }
+            }
+            Payload::ImportSection(imports) => {
+                for import in imports.into_imports() {
+                    let import = import?;
+                    let (index, ty) = match import.ty {
+                        TypeRef::Func(ty) | TypeRef::FuncExact(ty) => {
+                            let ty = TypeIndex::from_u32(ty);
+                            m.num_imported_funcs += 1;
+                            (
+                                EntityIndex::Function(m.functions.push(ty)),
+                                EntityType::Function(ty),
+                            )
+                        }
+                        TypeRef::Table(ty) => {
+                            let ty = WasmTableType::from_wasmparser(&ty)?;
+                            m.num_imported_tables += 1;
+                            (EntityIndex::Table(m.tables.push(ty)), EntityType::Table(ty))
+                        }
+                        TypeRef::Memory(ty) => {
+                            let ty = WasmMemoryType::from_wasmparser(&ty)?;
+                            m.num_imported_memories += 1;
+                            (
+                                EntityIndex::Memory(m.memories.push(ty)),
+                                EntityType::Memory(ty),
+                            )
+                        }
+                        TypeRef::Global(ty) => {
+                            let ty = WasmGlobalType::from_wasmparser(&ty)?;
+                            m.num_imported_globals += 1;
+                            (
+                                EntityIndex::Global(m.globals.push(ty)),
+                                EntityType::Global(ty),
+                            )
+                        }
+                        TypeRef::Tag(_) => bail!("tag imports (exceptions) are not supported"),
+                    };
+                    m.imports.push(Import {
+                        module: import.module.to_string(),
+                        field: import.name.to_string(),
+                        index,
+                        ty,
+                    });
+                }
+            }
+            Payload::FunctionSection(funcs) => {
+                for ty in funcs {
+                    m.functions.push(TypeIndex::from_u32(ty?));
+                }
+            }
+            Payload::TableSection(tables) => {
+                for table in tables {
+                    let table = table?;
+                    m.tables.push(WasmTableType::from_wasmparser(&table.ty)?);
+                    let init = match table.init {
+                        wasmparser::TableInit::RefNull => None,
+                        wasmparser::TableInit::Expr(e) => Some(ConstExpr::from_wasmparser(&e)?),
+                    };
+                    m.table_inits.push(init);
+                }
+            }
+            Payload::MemorySection(memories) => {
+                for memory in memories {
+                    m.memories.push(WasmMemoryType::from_wasmparser(&memory?)?);
+                }
+            }
+            Payload::TagSection(_) => bail!("tags (exceptions) are not supported"),
+            Payload::GlobalSection(globals) => {
+                for global in globals {
+                    let global = global?;
+                    m.globals.push(WasmGlobalType::from_wasmparser(&global.ty)?);
+                    m.global_inits
+                        .push(ConstExpr::from_wasmparser(&global.init_expr)?);
+                }
+            }
+            Payload::ExportSection(exports) => {
+                for export in exports {
+                    let export = export?;
+                    let index = match export.kind {
+                        ExternalKind::Func | ExternalKind::FuncExact => {
+                            EntityIndex::Function(FuncIndex::from_u32(export.index))
+                        }
+                        ExternalKind::Table => {
+                            EntityIndex::Table(TableIndex::from_u32(export.index))
+                        }
+                        ExternalKind::Memory => {
+                            EntityIndex::Memory(MemoryIndex::from_u32(export.index))
+                        }
+                        ExternalKind::Global => {
+                            EntityIndex::Global(GlobalIndex::from_u32(export.index))
+                        }
+                        ExternalKind::Tag => bail!("tag exports (exceptions) are not supported"),
+                    };
+                    m.exports.push((export.name.to_string(), index));
+                }
+            }
+            Payload::StartSection { func, .. } => m.start = Some(FuncIndex::from_u32(func)),
+            Payload::ElementSection(elements) => {
+                for element in elements {
+                    let element = element?;
+                    let mode = match element.kind {
+                        wasmparser::ElementKind::Passive => ElementMode::Passive,
+                        wasmparser::ElementKind::Declared => ElementMode::Declared,
+                        wasmparser::ElementKind::Active {
+                            table_index,
+                            offset_expr,
+                        } => ElementMode::Active {
+                            table: TableIndex::from_u32(table_index.unwrap_or(0)),
+                            offset: ConstExpr::from_wasmparser(&offset_expr)?,
+                        },
+                    };
+                    let (ty, items) = match element.items {
+                        wasmparser::ElementItems::Functions(funcs) => {
+                            let funcs = funcs
+                                .into_iter()
+                                .map(|f| f.map(FuncIndex::from_u32))
+                                .collect::<Result<Box<[_]>, _>>()?;
+                            (WasmRefType::FuncRef, ElementItems::Functions(funcs))
+                        }
+                        wasmparser::ElementItems::Expressions(ty, exprs) => {
+                            let exprs = exprs
+                                .into_iter()
+                                .map(|e| ConstExpr::from_wasmparser(&e?))
+                                .collect::<Result<Box<[_]>>>()?;
+                            (
+                                WasmRefType::from_wasmparser(ty)?,
+                                ElementItems::Expressions(exprs),
+                            )
+                        }
+                    };
+                    m.elements.push(ElementSegment { mode, ty, items });
+                }
+            }
+            Payload::DataCountSection { .. } => {}
+            Payload::DataSection(data) => {
+                for segment in data {
+                    let segment = segment?;
+                    let mode = match segment.kind {
+                        wasmparser::DataKind::Passive => DataMode::Passive,
+                        wasmparser::DataKind::Active {
+                            memory_index,
+                            offset_expr,
+                        } => DataMode::Active {
+                            memory: MemoryIndex::from_u32(memory_index),
+                            offset: ConstExpr::from_wasmparser(&offset_expr)?,
+                        },
+                    };
+                    let start = m.data_bytes.len();
+                    m.data_bytes.extend_from_slice(segment.data);
+                    m.data.push(DataSegment {
+                        mode,
+                        range: start..m.data_bytes.len(),
+                    });
+                }
+            }
+            Payload::CodeSectionStart { .. } | Payload::CodeSectionEntry(_) => {}
+            Payload::CustomSection(section) => {
+                if let wasmparser::KnownCustom::Name(names) = section.as_known() {
+                    // A malformed name section is ignored, as the spec asks.
+                    let _ = parse_name_section(m, names);
+                }
+            }
+            Payload::End(_) => {}
+            Payload::UnknownSection { id, range, .. } => {
+                return Err(anyhow!("unknown section {id} at offset {}", range.start));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+fn parse_name_section(m: &mut ModuleInfo, names: wasmparser::NameSectionReader<'_>) -> Result<()> {
+    for subsection in names {
+        match subsection.context("name section")? {
+            wasmparser::Name::Module { name, .. } => m.name = Some(name.to_string()),
+            wasmparser::Name::Function(map) => {
+                for naming in map {
+                    let naming = naming?;
+                    // Names for out-of-range indices are ignored rather than
+                    // trusted.
+                    if (naming.index as usize) < m.functions.len() {
+                        m.func_names
+                            .insert(FuncIndex::from_u32(naming.index), naming.name.to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}

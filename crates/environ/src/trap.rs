@@ -1,0 +1,117 @@
+//! Trap reasons, and how trap sites are encoded in compiled code's tables.
+
+use std::fmt;
+
+macro_rules! traps {
+    ($($(#[$doc:meta])* $name:ident = $msg:literal,)*) => {
+        /// Why WebAssembly execution stopped abnormally.
+        ///
+        /// A call that traps returns an error from which this can be
+        /// recovered with `error.downcast_ref::<Trap>()`.
+        #[non_exhaustive]
+        #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+        #[repr(u8)]
+        pub enum Trap {
+            $($(#[$doc])* $name,)*
+        }
+
+        impl Trap {
+            const ALL: &'static [Trap] = &[$(Trap::$name,)*];
+
+            /// The message shown after `wasm trap: `.
+            pub fn message(self) -> &'static str {
+                match self {
+                    $(Trap::$name => $msg,)*
+                }
+            }
+        }
+    };
+}
+
+traps! {
+    /// The call stack (`Config::max_wasm_stack`) was exhausted.
+    StackOverflow = "call stack exhausted",
+    /// An out-of-bounds linear-memory access.
+    MemoryOutOfBounds = "out of bounds memory access",
+    /// A misaligned atomic access.
+    HeapMisaligned = "unaligned atomic",
+    /// An out-of-bounds table access.
+    TableOutOfBounds = "undefined element: out of bounds table access",
+    /// `call_indirect` through a null table entry.
+    IndirectCallToNull = "uninitialized element",
+    /// `call_indirect` with a signature that does not match the callee.
+    BadSignature = "indirect call type mismatch",
+    /// Integer overflow (e.g. `i32.div_s` of `INT_MIN` by -1).
+    IntegerOverflow = "integer overflow",
+    /// Integer division or remainder by zero.
+    IntegerDivisionByZero = "integer divide by zero",
+    /// A float-to-int conversion of NaN or an out-of-range value.
+    BadConversionToInteger = "invalid conversion to integer",
+    /// The `unreachable` instruction was executed.
+    UnreachableCodeReached = "wasm `unreachable` instruction executed",
+    /// Execution was interrupted (epoch deadline, timeout, MMU interrupt).
+    Interrupt = "interrupt",
+    /// All fuel was consumed.
+    OutOfFuel = "all fuel consumed by WebAssembly",
+    /// A null reference was used where a non-null one was required.
+    NullReference = "null reference",
+    /// An allocation was too large to succeed.
+    AllocationTooLarge = "allocation size too large",
+}
+
+impl Trap {
+    /// Decodes a byte produced by `trap as u8`.
+    pub fn from_u8(byte: u8) -> Option<Trap> {
+        Trap::ALL.get(usize::from(byte)).copied()
+    }
+}
+
+impl fmt::Display for Trap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "wasm trap: {}", self.message())
+    }
+}
+
+impl std::error::Error for Trap {}
+
+/// What a faulting instruction recorded in a trap table means.
+///
+/// Encoded as one byte per trap site: the [`Trap`] discriminant, or one of
+/// the reserved values at the top of the byte range.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+pub enum TrapSiteKind {
+    /// A Wasm trap.
+    Trap(Trap),
+    /// The wasm-to-host trampoline found that the host function failed (it
+    /// returned an error or panicked); the error is waiting in the store.
+    HostCallFailed,
+}
+
+impl TrapSiteKind {
+    const HOST_CALL_FAILED: u8 = 0xff;
+
+    /// Encodes as one byte.
+    pub fn to_u8(self) -> u8 {
+        match self {
+            TrapSiteKind::Trap(t) => t as u8,
+            TrapSiteKind::HostCallFailed => Self::HOST_CALL_FAILED,
+        }
+    }
+
+    /// Decodes one byte.
+    pub fn from_u8(byte: u8) -> Option<TrapSiteKind> {
+        match byte {
+            Self::HOST_CALL_FAILED => Some(TrapSiteKind::HostCallFailed),
+            b => Trap::from_u8(b).map(TrapSiteKind::Trap),
+        }
+    }
+}
+
+/// A faulting instruction of compiled code and what its fault means.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+pub struct TrapSite {
+    /// Offset of the instruction's first byte in the module's text.
+    pub code_offset: u32,
+    /// What a fault there means.
+    pub kind: TrapSiteKind,
+}

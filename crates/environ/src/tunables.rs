@@ -1,0 +1,106 @@
+//! Engine-wide settings that change generated code or memory layout.
+
+use crate::{WASM_PAGE_SIZE, WasmMemoryType};
+
+/// Settings shared by the compiler and the runtime. Two engines whose
+/// `Tunables` differ may produce incompatible code.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Tunables {
+    /// Bytes of address space reserved for each linear memory up front.
+    pub memory_reservation: u64,
+    /// Bytes of inaccessible address space after each linear memory's
+    /// reservation.
+    pub memory_guard_size: u64,
+    /// Extra bytes reserved beyond the initial size of a memory that may move.
+    pub memory_reservation_for_growth: u64,
+    /// Whether a memory's base address may change when it grows.
+    pub memory_may_move: bool,
+    /// Whether a guard region also precedes each linear memory.
+    pub guard_before_linear_memory: bool,
+    /// Whether compiled code checks the engine's epoch counter at function
+    /// entries and loop headers.
+    pub epoch_interruption: bool,
+    /// Whether compiled code counts fuel.
+    pub consume_fuel: bool,
+}
+
+impl Default for Tunables {
+    fn default() -> Tunables {
+        Tunables {
+            memory_reservation: 1 << 32,
+            memory_guard_size: 32 << 20,
+            memory_reservation_for_growth: 2 << 30,
+            memory_may_move: true,
+            guard_before_linear_memory: true,
+            epoch_interruption: false,
+            consume_fuel: false,
+        }
+    }
+}
+
+/// How one linear memory is laid out in the address space. Both the
+/// runtime's allocator and the compiler's bounds checks follow it.
+///
+/// The runtime reserves `guard_before` inaccessible bytes, then the
+/// memory's base, then `reservation` bytes of which the first
+/// `current_length` are read-write and the rest inaccessible, then
+/// `guard_size` inaccessible bytes. A memory that does not move keeps this
+/// reservation for life; a moving memory gets a new, larger one when it
+/// outgrows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryPlan {
+    /// Bytes reserved for data at allocation (at least the minimum size).
+    pub reservation: u64,
+    /// Inaccessible bytes after the reservation.
+    pub guard_size: u64,
+    /// Inaccessible bytes before the base.
+    pub guard_before: u64,
+    /// Whether the base pointer can change during the memory's life, so that
+    /// compiled code must reload it after any call.
+    pub may_move: bool,
+}
+
+impl MemoryPlan {
+    /// The plan for a memory of type `ty` under `tunables`.
+    pub fn for_memory(ty: &WasmMemoryType, tunables: &Tunables) -> MemoryPlan {
+        // Rounding to Wasm pages keeps every boundary a multiple of any host
+        // page size (4, 16 or 64 KiB).
+        let page = WASM_PAGE_SIZE;
+        let minimum = ty.minimum.saturating_mul(WASM_PAGE_SIZE);
+        let maximum = ty.maximum_byte_size();
+        let fixed_size = ty.maximum == Some(ty.minimum);
+        let may_move =
+            tunables.memory_may_move && !fixed_size && maximum > tunables.memory_reservation;
+        let reservation = if may_move {
+            minimum.saturating_add(tunables.memory_reservation_for_growth)
+        } else {
+            tunables.memory_reservation.max(minimum)
+        };
+        MemoryPlan {
+            reservation: round_up(reservation, page),
+            guard_size: round_up(tunables.memory_guard_size, page),
+            guard_before: if tunables.guard_before_linear_memory {
+                round_up(tunables.memory_guard_size, page)
+            } else {
+                0
+            },
+            may_move,
+        }
+    }
+
+    /// Whether a 32-bit access at static `offset` of `access_size` bytes
+    /// needs no explicit bounds check: every address a 32-bit index can form
+    /// lands in the reservation or its trailing guard, where an access past
+    /// the current length faults.
+    pub fn access_needs_no_bounds_check(&self, offset: u64, access_size: u64) -> bool {
+        !self.may_move
+            && u64::from(u32::MAX)
+                .checked_add(offset)
+                .and_then(|end| end.checked_add(access_size))
+                .is_some_and(|end| end <= self.reservation.saturating_add(self.guard_size))
+    }
+}
+
+fn round_up(n: u64, to: u64) -> u64 {
+    n.checked_next_multiple_of(to).unwrap_or(u64::MAX / to * to)
+}

@@ -1,0 +1,1 @@
+//! The wasmtime runtime (under construction).
