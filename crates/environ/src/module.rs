@@ -342,7 +342,11 @@ impl<'a> ModuleTranslation<'a> {
             function_bodies: PrimaryMap::new(),
             wasm,
         };
-        for payload in Parser::new(0).parse_all(wasm) {
+        // The parser reads encodings by the same features as the validator
+        // (e.g. a memory index in `memory.grow` only with multi-memory).
+        let mut parser = Parser::new(0);
+        parser.set_features(features);
+        for payload in parser.parse_all(wasm) {
             let payload = payload?;
             if let ValidPayload::Func(validator, body) = validator.payload(&payload)? {
                 t.function_bodies.push(FunctionBodyData { body, validator });

@@ -1,0 +1,32 @@
+//! Medians and ratios.
+
+use std::time::Duration;
+
+/// The median of `samples` (the mean of the middle two for an even count).
+pub fn median(samples: &[Duration]) -> Duration {
+    assert!(!samples.is_empty(), "median of no samples");
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    let mid = sorted.len() / 2;
+    if sorted.len() % 2 == 1 {
+        sorted[mid]
+    } else {
+        (sorted[mid - 1] + sorted[mid]) / 2
+    }
+}
+
+/// `ours / theirs` as a float.
+pub fn ratio(ours: Duration, theirs: Duration) -> f64 {
+    ours.as_secs_f64() / theirs.as_secs_f64()
+}
+
+/// The geometric mean of `values`.
+pub fn geomean(values: &[f64]) -> f64 {
+    let log_sum: f64 = values.iter().map(|v| v.ln()).sum();
+    (log_sum / values.len() as f64).exp()
+}
+
+/// Milliseconds with three decimals.
+pub fn ms(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64() * 1e3)
+}

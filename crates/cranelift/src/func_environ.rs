@@ -1,0 +1,979 @@
+//! How compiled code reaches the runtime's data: `VMContext` fields,
+//! globals, memories, tables, calls, builtins, and the fuel and epoch
+//! checks.
+//!
+//! Memory flags follow one rule: a load of something that never changes
+//! after instantiation is `readonly` + `notrap` + `can_move`, so that the
+//! optimizer treats it as pure and can deduplicate it and hoist it out of
+//! loops; everything else compiled code or the runtime may write gets an
+//! alias region, so that stores to one kind of data do not force reloads of
+//! another.
+
+use crate::compiler::{host_call_failed_code, value_type, wasm_signature};
+use crate::translate::{EpochState, FuelState, FuncTranslator};
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::immediates::{Ieee32, Ieee64, Offset32};
+use cranelift_codegen::ir::types::*;
+use cranelift_codegen::ir::{self, AliasRegion, AliasRegionData, InstBuilder, MemFlagsData, Value};
+use cranelift_codegen::isa::CallConv;
+use std::borrow::Cow;
+use wasmparser::Operator;
+use wasmtime_mmu_environ::builtins::{BuiltinFunctionIndex, BuiltinType};
+use wasmtime_mmu_environ::vm::*;
+use wasmtime_mmu_environ::{
+    ConstOp, DataIndex, ElemIndex, FuncIndex, GlobalIndex, MemoryIndex, TableIndex, Trap, TypeIndex,
+};
+
+/// Alias-region kinds; a region's id is `kind << 24 | index`.
+#[derive(Clone, Copy)]
+#[repr(u32)]
+pub(crate) enum RegionKind {
+    /// Bytes of a defined linear memory (indexed by defined memory).
+    DefinedHeap = 1,
+    /// Bytes of any imported linear memory (they may be the same memory).
+    ImportedHeap,
+    /// Mutable fields (`base` of a moving memory, `current_length`) of
+    /// every `VMMemoryDefinition`.
+    MemoryDefinition,
+    /// Storage of a defined global (indexed by defined global).
+    DefinedGlobal,
+    /// Storage of any imported global.
+    ImportedGlobal,
+    /// Elements of a defined table (indexed by defined table).
+    DefinedTable,
+    /// Elements of any imported table.
+    ImportedTable,
+    /// Mutable fields of every `VMTableDefinition`.
+    TableDefinition,
+    /// `VMStoreContext::fuel_consumed`.
+    Fuel,
+    /// `VMStoreContext::epoch_deadline`.
+    EpochDeadline,
+    /// The engine's epoch counter.
+    EpochCounter,
+    /// `ValRaw` arrays of the array-call ABI.
+    ValRaw,
+    /// `VMStoreContext::last_wasm_exit_{fp,pc}`.
+    ExitFrame,
+}
+
+/// Flags for a load of data that never changes once the instance exists.
+pub(crate) fn readonly() -> MemFlagsData {
+    MemFlagsData::trusted().with_readonly().with_can_move()
+}
+
+/// Adds the alias region `kind`/`index` to `func`.
+pub(crate) fn region_in(func: &mut ir::Function, kind: RegionKind, index: u32) -> AliasRegion {
+    let user_id = (kind as u32) << 24 | index;
+    if let Some(r) = func.dfg.alias_regions.get(user_id) {
+        return r;
+    }
+    let description = match kind {
+        RegionKind::DefinedHeap => Cow::Owned(format!("defined memory {index}")),
+        RegionKind::ImportedHeap => Cow::Borrowed("imported memories"),
+        RegionKind::MemoryDefinition => Cow::Borrowed("memory definitions"),
+        RegionKind::DefinedGlobal => Cow::Owned(format!("defined global {index}")),
+        RegionKind::ImportedGlobal => Cow::Borrowed("imported globals"),
+        RegionKind::DefinedTable => Cow::Owned(format!("defined table {index}")),
+        RegionKind::ImportedTable => Cow::Borrowed("imported tables"),
+        RegionKind::TableDefinition => Cow::Borrowed("table definitions"),
+        RegionKind::Fuel => Cow::Borrowed("fuel"),
+        RegionKind::EpochDeadline => Cow::Borrowed("epoch deadline"),
+        RegionKind::EpochCounter => Cow::Borrowed("epoch counter"),
+        RegionKind::ValRaw => Cow::Borrowed("ValRaw array"),
+        RegionKind::ExitFrame => Cow::Borrowed("last wasm exit"),
+    };
+    func.dfg.alias_regions.insert(AliasRegionData {
+        user_id,
+        description,
+    })
+}
+
+/// Makes every prologue of `func` compare the stack pointer with
+/// `VMStoreContext::stack_limit`, found through the vmctx parameter.
+pub(crate) fn set_stack_limit(func: &mut ir::Function) {
+    let vmctx = func.create_global_value(ir::GlobalValueData::VMContext);
+    let ro = func.dfg.mem_flags.insert(readonly()).unwrap();
+    let store = func.create_global_value(ir::GlobalValueData::Load {
+        base: vmctx,
+        offset: Offset32::new(VMCTX_STORE_CONTEXT_OFFSET as i32),
+        global_type: I64,
+        flags: ro,
+    });
+    let plain = func.dfg.mem_flags.insert(MemFlagsData::trusted()).unwrap();
+    let limit = func.create_global_value(ir::GlobalValueData::Load {
+        base: store,
+        offset: Offset32::new(VMSTORE_CONTEXT_STACK_LIMIT_OFFSET as i32),
+        global_type: I64,
+        flags: plain,
+    });
+    func.stack_limit = Some(limit);
+}
+
+/// The Cranelift type of a builtin's parameter or result.
+fn builtin_type(ty: BuiltinType) -> ir::Type {
+    match ty {
+        BuiltinType::vmctx | BuiltinType::i64 | BuiltinType::pointer => I64,
+        BuiltinType::i32 => I32,
+        BuiltinType::bool => I8,
+    }
+}
+
+/// How `memory.copy`-like operations are charged fuel.
+const BULK_COST_PER_UNIT: i64 = 1;
+/// `memory.copy`s of constant lengths up to this are expanded inline.
+const INLINE_COPY_MAX_BYTES: u32 = 128;
+/// Bulk operations statically known to cost at most this need no
+/// fuel/epoch check of their own (as upstream).
+const SMALL_BULK_OP_COST: i64 = 128;
+
+impl FuncTranslator<'_, '_> {
+    pub(crate) fn region(&mut self, kind: RegionKind, index: u32) -> AliasRegion {
+        region_in(self.b.func, kind, index)
+    }
+
+    fn load_readonly(&mut self, base: Value, offset: u32) -> Value {
+        self.b.ins().load(I64, readonly(), base, offset as i32)
+    }
+
+    fn store_context(&mut self) -> Value {
+        let vmctx = self.vmctx;
+        self.load_readonly(vmctx, VMCTX_STORE_CONTEXT_OFFSET)
+    }
+
+    // ---- globals ----
+
+    /// Where global `index` lives, and the flags to access it with.
+    fn global_location(&mut self, index: GlobalIndex) -> (Value, i32, MemFlagsData) {
+        let mutable = self.cx.module.globals[index].mutable;
+        let (base, offset, region) = match self.cx.module.defined_global_index(index) {
+            Some(d) => {
+                let region = self.region(RegionKind::DefinedGlobal, d.as_u32());
+                (self.vmctx, self.cx.offsets.defined_global(d), region)
+            }
+            None => {
+                let vmctx = self.vmctx;
+                let ptr = self.load_readonly(vmctx, self.cx.offsets.imported_global(index));
+                (ptr, 0, self.region(RegionKind::ImportedGlobal, 0))
+            }
+        };
+        let flags = if mutable {
+            MemFlagsData::trusted()
+                .with_endianness(ir::Endianness::Little)
+                .with_alias_region(Some(region))
+        } else {
+            readonly().with_endianness(ir::Endianness::Little)
+        };
+        (base, offset as i32, flags)
+    }
+
+    pub(crate) fn global_get(&mut self, index: GlobalIndex) -> Value {
+        let ty = self.cx.module.globals[index];
+        if !ty.mutable
+            && let Some(d) = self.cx.module.defined_global_index(index)
+            && let [op] = &*self.cx.module.global_inits[d].ops
+        {
+            // An immutable global with a constant initializer is that
+            // constant (as upstream does).
+            match *op {
+                ConstOp::I32Const(x) => return self.b.ins().iconst(I32, i64::from(x as u32)),
+                ConstOp::I64Const(x) => return self.b.ins().iconst(I64, x),
+                ConstOp::F32Const(x) => return self.b.ins().f32const(Ieee32::with_bits(x)),
+                ConstOp::F64Const(x) => return self.b.ins().f64const(Ieee64::with_bits(x)),
+                ConstOp::V128Const(x) => return self.v128_const(x),
+                _ => {}
+            }
+        }
+        let (base, offset, flags) = self.global_location(index);
+        self.b
+            .ins()
+            .load(value_type(ty.content), flags, base, offset)
+    }
+
+    pub(crate) fn global_set(&mut self, index: GlobalIndex, value: Value) {
+        let (base, offset, flags) = self.global_location(index);
+        self.b.ins().store(flags, value, base, offset);
+    }
+
+    // ---- memories ----
+
+    /// The address of memory `index`'s `VMMemoryDefinition`, as a base and
+    /// an offset.
+    fn memory_definition(&mut self, index: MemoryIndex) -> (Value, u32) {
+        match self.cx.module.defined_memory_index(index) {
+            Some(d) => (self.vmctx, self.cx.offsets.defined_memory(d)),
+            None => {
+                let vmctx = self.vmctx;
+                let ptr = self.load_readonly(vmctx, self.cx.offsets.imported_memory(index));
+                (ptr, 0)
+            }
+        }
+    }
+
+    /// Memory `index`'s base address. Hoistable when the memory never
+    /// moves; otherwise reloaded after anything that may grow it.
+    pub(crate) fn heap_base(&mut self, index: MemoryIndex) -> Value {
+        let (def, offset) = self.memory_definition(index);
+        let flags = if self.cx.memory_plans[index].may_move {
+            let region = self.region(RegionKind::MemoryDefinition, 0);
+            MemFlagsData::trusted().with_alias_region(Some(region))
+        } else {
+            readonly()
+        };
+        self.b
+            .ins()
+            .load(I64, flags, def, (offset + VMMEMORY_BASE_OFFSET) as i32)
+    }
+
+    /// Memory `index`'s current length in bytes (an `i64`).
+    pub(crate) fn heap_bound(&mut self, index: MemoryIndex) -> Value {
+        let (def, offset) = self.memory_definition(index);
+        let region = self.region(RegionKind::MemoryDefinition, 0);
+        let flags = MemFlagsData::trusted().with_alias_region(Some(region));
+        self.b.ins().load(
+            I64,
+            flags,
+            def,
+            (offset + VMMEMORY_CURRENT_LENGTH_OFFSET) as i32,
+        )
+    }
+
+    /// The alias region of memory `index`'s bytes.
+    pub(crate) fn heap_region(&mut self, index: MemoryIndex) -> AliasRegion {
+        match self.cx.module.defined_memory_index(index) {
+            Some(d) => self.region(RegionKind::DefinedHeap, d.as_u32()),
+            None => self.region(RegionKind::ImportedHeap, 0),
+        }
+    }
+
+    pub(crate) fn memory_size(&mut self, index: MemoryIndex) -> Value {
+        let bytes = self.heap_bound(index);
+        let pages = self.b.ins().ushr_imm_u(bytes, 16);
+        self.b.ins().ireduce(I32, pages)
+    }
+
+    pub(crate) fn memory_grow(&mut self, index: MemoryIndex, delta: Value) -> Value {
+        let mem = self.b.ins().iconst(I32, i64::from(index.as_u32()));
+        let delta = self.b.ins().uextend(I64, delta);
+        let vmctx = self.vmctx;
+        let old = self
+            .call_builtin(BuiltinFunctionIndex::memory_grow, &[vmctx, mem, delta])
+            .expect("memory_grow returns a value");
+        self.b.ins().ireduce(I32, old)
+    }
+
+    pub(crate) fn memory_fill(&mut self, index: MemoryIndex, dst: Value, val: Value, len: Value) {
+        self.before_bulk_op(len);
+        let mem = self.b.ins().iconst(I32, i64::from(index.as_u32()));
+        let dst = self.b.ins().uextend(I64, dst);
+        let len = self.b.ins().uextend(I64, len);
+        let vmctx = self.vmctx;
+        self.call_builtin(
+            BuiltinFunctionIndex::memory_fill,
+            &[vmctx, mem, dst, val, len],
+        );
+    }
+
+    pub(crate) fn memory_copy(
+        &mut self,
+        dst_mem: MemoryIndex,
+        src_mem: MemoryIndex,
+        dst: Value,
+        src: Value,
+        len: Value,
+    ) {
+        self.before_bulk_op(len);
+        if let Some(n) = self.iconst_u32(len).filter(|n| *n <= INLINE_COPY_MAX_BYTES) {
+            self.inline_memory_copy(dst_mem, src_mem, dst, src, n);
+            return;
+        }
+        let dst_mem = self.b.ins().iconst(I32, i64::from(dst_mem.as_u32()));
+        let src_mem = self.b.ins().iconst(I32, i64::from(src_mem.as_u32()));
+        let dst = self.b.ins().uextend(I64, dst);
+        let src = self.b.ins().uextend(I64, src);
+        let len = self.b.ins().uextend(I64, len);
+        let vmctx = self.vmctx;
+        self.call_builtin(
+            BuiltinFunctionIndex::memory_copy,
+            &[vmctx, dst_mem, dst, src_mem, src, len],
+        );
+    }
+
+    /// `memory.copy` of a small constant length as loads and stores, which
+    /// is much cheaper than the builtin call (as upstream does).
+    fn inline_memory_copy(
+        &mut self,
+        dst_mem: MemoryIndex,
+        src_mem: MemoryIndex,
+        dst: Value,
+        src: Value,
+        len: u32,
+    ) {
+        // Both ranges are checked before anything is written: an
+        // out-of-bounds copy must not write at all.
+        let dst_addr = self.checked_range_addr(dst_mem, dst, len);
+        let src_addr = self.checked_range_addr(src_mem, src, len);
+        let src_region = self.heap_region(src_mem);
+        let dst_region = self.heap_region(dst_mem);
+        let load_flags = MemFlagsData::trusted()
+            .with_endianness(ir::Endianness::Little)
+            .with_alias_region(Some(src_region));
+        let store_flags = MemFlagsData::trusted()
+            .with_endianness(ir::Endianness::Little)
+            .with_alias_region(Some(dst_region));
+        let mut chunks = Vec::new();
+        let (mut offset, mut remaining) = (0u32, len);
+        for (width, ty) in [(16, I8X16), (8, I64), (4, I32), (2, I16), (1, I8)] {
+            while remaining >= width {
+                chunks.push((offset as i32, ty));
+                offset += width;
+                remaining -= width;
+            }
+        }
+        // Everything is loaded before anything is stored, so overlapping
+        // ranges copy correctly.
+        let values: Vec<Value> = chunks
+            .iter()
+            .map(|&(off, ty)| self.b.ins().load(ty, load_flags, src_addr, off))
+            .collect();
+        for (&(off, _), v) in chunks.iter().zip(values) {
+            self.b.ins().store(store_flags, v, dst_addr, off);
+        }
+    }
+
+    /// The native address of `[index, index + len)` in memory `mem`, trapping
+    /// with `MemoryOutOfBounds` unless the whole range is in bounds.
+    fn checked_range_addr(&mut self, mem: MemoryIndex, index: Value, len: u32) -> Value {
+        let index = self.b.ins().uextend(I64, index);
+        let end = self.b.ins().iadd_imm_s(index, i64::from(len));
+        let bound = self.heap_bound(mem);
+        let oob = self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, bound);
+        self.b
+            .ins()
+            .trapnz(oob, crate::compiler::trap_code(Trap::MemoryOutOfBounds));
+        let base = self.heap_base(mem);
+        self.b.ins().iadd(base, index)
+    }
+
+    pub(crate) fn memory_init(
+        &mut self,
+        index: MemoryIndex,
+        data: DataIndex,
+        dst: Value,
+        src: Value,
+        len: Value,
+    ) {
+        self.before_bulk_op(len);
+        let mem = self.b.ins().iconst(I32, i64::from(index.as_u32()));
+        let data = self.b.ins().iconst(I32, i64::from(data.as_u32()));
+        let dst = self.b.ins().uextend(I64, dst);
+        let vmctx = self.vmctx;
+        self.call_builtin(
+            BuiltinFunctionIndex::memory_init,
+            &[vmctx, mem, data, dst, src, len],
+        );
+    }
+
+    pub(crate) fn data_drop(&mut self, data: DataIndex) {
+        let data = self.b.ins().iconst(I32, i64::from(data.as_u32()));
+        let vmctx = self.vmctx;
+        self.call_builtin(BuiltinFunctionIndex::data_drop, &[vmctx, data]);
+    }
+
+    // ---- tables ----
+
+    fn table_is_fixed(&self, index: TableIndex) -> bool {
+        let ty = self.cx.module.tables[index];
+        ty.maximum == Some(ty.minimum)
+    }
+
+    fn table_definition(&mut self, index: TableIndex) -> (Value, u32) {
+        match self.cx.module.defined_table_index(index) {
+            Some(d) => (self.vmctx, self.cx.offsets.defined_table(d)),
+            None => {
+                let vmctx = self.vmctx;
+                let ptr = self.load_readonly(vmctx, self.cx.offsets.imported_table(index));
+                (ptr, 0)
+            }
+        }
+    }
+
+    /// Table `index`'s current number of elements (an `i64`).
+    fn table_bound(&mut self, index: TableIndex) -> Value {
+        if self.table_is_fixed(index) {
+            let n = self.cx.module.tables[index].minimum;
+            return self.b.ins().iconst(I64, n as i64);
+        }
+        let (def, offset) = self.table_definition(index);
+        let region = self.region(RegionKind::TableDefinition, 0);
+        let flags = MemFlagsData::trusted().with_alias_region(Some(region));
+        self.b.ins().load(
+            I64,
+            flags,
+            def,
+            (offset + VMTABLE_CURRENT_ELEMENTS_OFFSET) as i32,
+        )
+    }
+
+    fn table_base(&mut self, index: TableIndex) -> Value {
+        let (def, offset) = self.table_definition(index);
+        // A table that cannot grow never moves.
+        let flags = if self.table_is_fixed(index) {
+            readonly()
+        } else {
+            let region = self.region(RegionKind::TableDefinition, 0);
+            MemFlagsData::trusted().with_alias_region(Some(region))
+        };
+        self.b
+            .ins()
+            .load(I64, flags, def, (offset + VMTABLE_BASE_OFFSET) as i32)
+    }
+
+    /// The address of element `elem` (an `i32`) of table `index`, bounds
+    /// checked, and the flags to access it with.
+    fn table_element(&mut self, index: TableIndex, elem: Value) -> (Value, MemFlagsData) {
+        let bound = self.table_bound(index);
+        let elem = self.b.ins().uextend(I64, elem);
+        let oob = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedGreaterThanOrEqual, elem, bound);
+        let base = self.table_base(index);
+        let scaled = self.b.ins().ishl_imm_u(elem, 3);
+        let addr = self.b.ins().iadd(base, scaled);
+        let region = match self.cx.module.defined_table_index(index) {
+            Some(d) => self.region(RegionKind::DefinedTable, d.as_u32()),
+            None => self.region(RegionKind::ImportedTable, 0),
+        };
+        let flags = MemFlagsData::new()
+            .with_aligned()
+            .with_alias_region(Some(region));
+        let trap = crate::compiler::trap_code(Trap::TableOutOfBounds);
+        if self.cx.isa.flags().enable_table_access_spectre_mitigation() {
+            // An out-of-bounds index becomes a null address whose access
+            // faults as `TableOutOfBounds`.
+            let null = self.b.ins().iconst(I64, 0);
+            let addr = self.b.ins().select_spectre_guard(oob, null, addr);
+            (addr, flags.with_trap_code(Some(trap)))
+        } else {
+            self.b.ins().trapnz(oob, trap);
+            (addr, flags.with_trap_code(None))
+        }
+    }
+
+    pub(crate) fn table_get(&mut self, index: TableIndex, elem: Value) -> Value {
+        let (addr, flags) = self.table_element(index, elem);
+        self.b.ins().load(I64, flags, addr, 0)
+    }
+
+    pub(crate) fn table_set(&mut self, index: TableIndex, elem: Value, value: Value) {
+        let (addr, flags) = self.table_element(index, elem);
+        self.b.ins().store(flags, value, addr, 0);
+    }
+
+    pub(crate) fn table_size(&mut self, index: TableIndex) -> Value {
+        let n = self.table_bound(index);
+        self.b.ins().ireduce(I32, n)
+    }
+
+    pub(crate) fn table_grow(&mut self, index: TableIndex, init: Value, delta: Value) -> Value {
+        self.before_bulk_op(delta);
+        let table = self.b.ins().iconst(I32, i64::from(index.as_u32()));
+        let delta = self.b.ins().uextend(I64, delta);
+        let vmctx = self.vmctx;
+        let old = self
+            .call_builtin(
+                BuiltinFunctionIndex::table_grow,
+                &[vmctx, table, delta, init],
+            )
+            .expect("table_grow returns a value");
+        self.b.ins().ireduce(I32, old)
+    }
+
+    pub(crate) fn table_fill(&mut self, index: TableIndex, dst: Value, value: Value, len: Value) {
+        self.before_bulk_op(len);
+        let table = self.b.ins().iconst(I32, i64::from(index.as_u32()));
+        let dst = self.b.ins().uextend(I64, dst);
+        let len = self.b.ins().uextend(I64, len);
+        let vmctx = self.vmctx;
+        self.call_builtin(
+            BuiltinFunctionIndex::table_fill,
+            &[vmctx, table, dst, value, len],
+        );
+    }
+
+    pub(crate) fn table_copy(
+        &mut self,
+        dst_table: TableIndex,
+        src_table: TableIndex,
+        dst: Value,
+        src: Value,
+        len: Value,
+    ) {
+        self.before_bulk_op(len);
+        let dst_table = self.b.ins().iconst(I32, i64::from(dst_table.as_u32()));
+        let src_table = self.b.ins().iconst(I32, i64::from(src_table.as_u32()));
+        let dst = self.b.ins().uextend(I64, dst);
+        let src = self.b.ins().uextend(I64, src);
+        let len = self.b.ins().uextend(I64, len);
+        let vmctx = self.vmctx;
+        self.call_builtin(
+            BuiltinFunctionIndex::table_copy,
+            &[vmctx, dst_table, src_table, dst, src, len],
+        );
+    }
+
+    pub(crate) fn table_init(
+        &mut self,
+        index: TableIndex,
+        elem: ElemIndex,
+        dst: Value,
+        src: Value,
+        len: Value,
+    ) {
+        self.before_bulk_op(len);
+        let table = self.b.ins().iconst(I32, i64::from(index.as_u32()));
+        let elem = self.b.ins().iconst(I32, i64::from(elem.as_u32()));
+        let dst = self.b.ins().uextend(I64, dst);
+        let vmctx = self.vmctx;
+        self.call_builtin(
+            BuiltinFunctionIndex::table_init,
+            &[vmctx, table, elem, dst, src, len],
+        );
+    }
+
+    pub(crate) fn elem_drop(&mut self, elem: ElemIndex) {
+        let elem = self.b.ins().iconst(I32, i64::from(elem.as_u32()));
+        let vmctx = self.vmctx;
+        self.call_builtin(BuiltinFunctionIndex::elem_drop, &[vmctx, elem]);
+    }
+
+    pub(crate) fn ref_func(&mut self, index: FuncIndex) -> Value {
+        let offset = self.cx.offsets.func_ref(index);
+        self.b.ins().iadd_imm_s(self.vmctx, i64::from(offset))
+    }
+
+    // ---- calls ----
+
+    fn sig_ref(&mut self, ty: TypeIndex) -> ir::SigRef {
+        if let Some(&s) = self.sig_refs.get(&ty) {
+            return s;
+        }
+        let sig = wasm_signature(&self.cx.module.types[ty]);
+        let s = self.b.import_signature(sig);
+        self.sig_refs.insert(ty, s);
+        s
+    }
+
+    /// Pops the arguments of a call of type `ty` and returns them behind
+    /// the callee and caller vmctx slots.
+    fn call_args(&mut self, ty: TypeIndex, callee_vmctx: Value) -> Vec<Value> {
+        let n = self.cx.module.types[ty].params.len();
+        let mut args = Vec::with_capacity(n + 2);
+        args.push(callee_vmctx);
+        args.push(self.vmctx);
+        args.extend_from_slice(self.peekn(n));
+        self.canonicalize(&mut args[2..]);
+        self.popn(n);
+        args
+    }
+
+    fn push_call_results(&mut self, call: ir::Inst) {
+        let results = self.b.inst_results(call).to_vec();
+        self.stack.extend(results);
+    }
+
+    pub(crate) fn translate_call(&mut self, callee: FuncIndex) {
+        let ty = self.cx.module.functions[callee];
+        let sig = self.sig_ref(ty);
+        let call = if self.cx.module.defined_func_index(callee).is_some() {
+            // Same module: a direct, colocated call that the text layout
+            // resolves, passing our own vmctx as the callee's.
+            let fref = match self.func_refs.get(&callee) {
+                Some(&f) => f,
+                None => {
+                    let def = self.cx.module.defined_func_index(callee).unwrap();
+                    let name = self
+                        .b
+                        .func
+                        .declare_imported_user_function(ir::UserExternalName::new(0, def.as_u32()));
+                    let f = self.b.import_function(ir::ExtFuncData {
+                        name: ir::ExternalName::user(name),
+                        signature: sig,
+                        colocated: true,
+                        patchable: false,
+                    });
+                    self.func_refs.insert(callee, f);
+                    f
+                }
+            };
+            let args = self.call_args(ty, self.vmctx);
+            self.b.ins().call(fref, &args)
+        } else {
+            // An import's `VMFuncRef` is a copy of the exporter's, written
+            // once at instantiation.
+            let base = self.cx.offsets.func_ref(callee);
+            let vmctx = self.vmctx;
+            let code = self.load_readonly(vmctx, base + VMFUNCREF_WASM_CALL_OFFSET);
+            let callee_vmctx = self.load_readonly(vmctx, base + VMFUNCREF_VMCTX_OFFSET);
+            let args = self.call_args(ty, callee_vmctx);
+            self.b.ins().call_indirect(sig, code, &args)
+        };
+        self.push_call_results(call);
+    }
+
+    pub(crate) fn translate_call_indirect(&mut self, ty: TypeIndex, table: TableIndex) {
+        let index = self.pop1();
+        let funcref = self.table_get(table, index);
+
+        // Signature check against the engine-wide id of `ty`; a null
+        // funcref faults on the load of its type id.
+        let vmctx = self.vmctx;
+        let type_ids = self.load_readonly(vmctx, VMCTX_TYPE_IDS_OFFSET);
+        let expected = self
+            .b
+            .ins()
+            .load(I32, readonly(), type_ids, (ty.as_u32() * 4) as i32);
+        let null_trap = crate::compiler::trap_code(Trap::IndirectCallToNull);
+        let actual = self.b.ins().load(
+            I32,
+            MemFlagsData::trusted()
+                .with_readonly()
+                .with_trap_code(Some(null_trap)),
+            funcref,
+            VMFUNCREF_TYPE_INDEX_OFFSET as i32,
+        );
+        let matches = self.b.ins().icmp(IntCC::Equal, actual, expected);
+        self.b
+            .ins()
+            .trapz(matches, crate::compiler::trap_code(Trap::BadSignature));
+
+        let flags = MemFlagsData::trusted().with_readonly();
+        let code = self
+            .b
+            .ins()
+            .load(I64, flags, funcref, VMFUNCREF_WASM_CALL_OFFSET as i32);
+        let callee_vmctx = self
+            .b
+            .ins()
+            .load(I64, flags, funcref, VMFUNCREF_VMCTX_OFFSET as i32);
+        let sig = self.sig_ref(ty);
+        let args = self.call_args(ty, callee_vmctx);
+        let call = self.b.ins().call_indirect(sig, code, &args);
+        self.push_call_results(call);
+    }
+
+    /// Calls a builtin through `vmctx.builtin_functions` with the host's
+    /// C convention. A `bool` result of 0 traps as `HostCallFailed`.
+    pub(crate) fn call_builtin(
+        &mut self,
+        which: BuiltinFunctionIndex,
+        args: &[Value],
+    ) -> Option<Value> {
+        let sig = match self.builtin_sigs.get(&(which as u32)) {
+            Some(&s) => s,
+            None => {
+                let mut sig = ir::Signature::new(CallConv::triple_default(self.cx.isa.triple()));
+                sig.params.extend(
+                    which
+                        .params()
+                        .iter()
+                        .map(|t| ir::AbiParam::new(builtin_type(*t))),
+                );
+                sig.returns
+                    .extend(which.ret().map(|t| ir::AbiParam::new(builtin_type(t))));
+                let s = self.b.import_signature(sig);
+                self.builtin_sigs.insert(which as u32, s);
+                s
+            }
+        };
+        // Not `can_move`: hoisting these loads out of the (usually cold)
+        // blocks that call builtins would keep them live in registers
+        // across hot loops.
+        let flags = MemFlagsData::trusted().with_readonly();
+        let array = self.b.ins().load(
+            I64,
+            flags,
+            self.vmctx,
+            VMCTX_BUILTIN_FUNCTIONS_OFFSET as i32,
+        );
+        let func = self
+            .b
+            .ins()
+            .load(I64, flags, array, which.array_offset() as i32);
+        let call = self.b.ins().call_indirect(sig, func, args);
+        let result = self.b.inst_results(call).first().copied();
+        match which.ret() {
+            Some(BuiltinType::bool) => {
+                let ok = result.expect("bool builtins return a value");
+                self.b.ins().trapz(ok, host_call_failed_code());
+                None
+            }
+            _ => result,
+        }
+    }
+
+    // ---- fuel and epochs ----
+
+    /// Sets up fuel and epoch state and runs the function-entry checks.
+    pub(crate) fn function_entry(&mut self) {
+        if self.cx.tunables.consume_fuel {
+            let var = self.b.declare_var(I64);
+            self.fuel = Some(FuelState { var, pending: 0 });
+            self.fuel_load();
+            self.fuel_check();
+        }
+        if self.cx.tunables.epoch_interruption {
+            let deadline_var = self.b.declare_var(I64);
+            let counter_ptr_var = self.b.declare_var(I64);
+            let vmctx = self.vmctx;
+            let ptr = self.load_readonly(vmctx, VMCTX_EPOCH_COUNTER_OFFSET);
+            self.b.def_var(counter_ptr_var, ptr);
+            self.epoch = Some(EpochState {
+                deadline_var,
+                counter_ptr_var,
+            });
+            // Calls can form an exponential call tree without loops, so
+            // every entry checks, always against a fresh deadline.
+            let cont = self.b.create_block();
+            let now = self.epoch_load_counter();
+            self.epoch_check_full(now, cont);
+        }
+    }
+
+    /// The checks at every loop header (and before expensive bulk
+    /// operations).
+    pub(crate) fn loop_header_checks(&mut self) {
+        if self.fuel.is_some() {
+            self.fuel_check();
+        }
+        if self.epoch.is_some() {
+            let cont = self.b.create_block();
+            let now = self.epoch_load_counter();
+            self.epoch_check_cached(now, cont);
+            // The cached deadline may be stale (a callee may have moved it):
+            // reload it before calling into the runtime.
+            self.epoch_check_full(now, cont);
+        }
+    }
+
+    /// Before a return that falls off the end of the body.
+    pub(crate) fn before_return(&mut self) {
+        if self.fuel.is_some() {
+            self.fuel_flush_pending();
+            self.fuel_save();
+        }
+    }
+
+    /// Upstream's default operator costs.
+    fn fuel_cost(op: &Operator<'_>) -> i64 {
+        match op {
+            Operator::Nop
+            | Operator::Drop
+            | Operator::Block { .. }
+            | Operator::Loop { .. }
+            | Operator::Unreachable
+            | Operator::Return
+            | Operator::Else
+            | Operator::End => 0,
+            _ => 1,
+        }
+    }
+
+    pub(crate) fn fuel_before_op(&mut self, op: &Operator<'_>) {
+        if let Some(fuel) = &mut self.fuel {
+            fuel.pending += Self::fuel_cost(op);
+        }
+        match op {
+            // Control leaves the function: the store must see the count.
+            Operator::Unreachable
+            | Operator::Return
+            | Operator::Call { .. }
+            | Operator::CallIndirect { .. } => {
+                self.fuel_flush_pending();
+                self.fuel_save();
+            }
+            // The end of a basic block: account for what ran so far.
+            Operator::Loop { .. }
+            | Operator::If { .. }
+            | Operator::Br { .. }
+            | Operator::BrIf { .. }
+            | Operator::BrTable { .. }
+            | Operator::End
+            | Operator::Else => self.fuel_flush_pending(),
+            _ => {}
+        }
+    }
+
+    pub(crate) fn fuel_after_op(&mut self, op: &Operator<'_>) {
+        if let Operator::Call { .. } | Operator::CallIndirect { .. } = op {
+            // The callee may have consumed fuel.
+            self.fuel_load();
+        }
+    }
+
+    fn fuel_flush_pending(&mut self) {
+        let Some(fuel) = &mut self.fuel else { return };
+        let pending = std::mem::take(&mut fuel.pending);
+        let var = fuel.var;
+        if pending != 0 {
+            let v = self.b.use_var(var);
+            let v = self.b.ins().iadd_imm_s(v, pending);
+            self.b.def_var(var, v);
+        }
+    }
+
+    fn fuel_load(&mut self) {
+        let Some(var) = self.fuel.as_ref().map(|f| f.var) else {
+            return;
+        };
+        let store = self.store_context();
+        let region = self.region(RegionKind::Fuel, 0);
+        let v = self.b.ins().load(
+            I64,
+            MemFlagsData::trusted().with_alias_region(Some(region)),
+            store,
+            VMSTORE_CONTEXT_FUEL_CONSUMED_OFFSET as i32,
+        );
+        self.b.def_var(var, v);
+    }
+
+    fn fuel_save(&mut self) {
+        let Some(var) = self.fuel.as_ref().map(|f| f.var) else {
+            return;
+        };
+        let store = self.store_context();
+        let region = self.region(RegionKind::Fuel, 0);
+        let v = self.b.use_var(var);
+        self.b.ins().store(
+            MemFlagsData::trusted().with_alias_region(Some(region)),
+            v,
+            store,
+            VMSTORE_CONTEXT_FUEL_CONSUMED_OFFSET as i32,
+        );
+    }
+
+    /// Calls `out_of_gas` when the (negative-while-fuel-remains) counter
+    /// reaches zero.
+    fn fuel_check(&mut self) {
+        self.fuel_flush_pending();
+        let Some(var) = self.fuel.as_ref().map(|f| f.var) else {
+            return;
+        };
+        let out_of_gas = self.b.create_block();
+        let cont = self.b.create_block();
+        self.b.set_cold_block(out_of_gas);
+        let v = self.b.use_var(var);
+        let exhausted = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, v, 0);
+        self.b.ins().brif(exhausted, out_of_gas, &[], cont, &[]);
+        self.b.seal_block(out_of_gas);
+        self.b.switch_to_block(out_of_gas);
+        self.fuel_save();
+        let vmctx = self.vmctx;
+        self.call_builtin(BuiltinFunctionIndex::out_of_gas, &[vmctx]);
+        self.fuel_load();
+        self.b.ins().jump(cont, &[]);
+        self.b.seal_block(cont);
+        self.b.switch_to_block(cont);
+    }
+
+    /// Charges a bulk operation of `units` elements and checks fuel and
+    /// epochs before it unless it is statically cheap, as upstream does.
+    fn before_bulk_op(&mut self, units: Value) {
+        if self.fuel.is_none() && self.epoch.is_none() {
+            return;
+        }
+        let constant = self.iconst_value(units);
+        if let Some(fuel) = &mut self.fuel {
+            match constant {
+                Some(n) => {
+                    fuel.pending = fuel
+                        .pending
+                        .saturating_add(n.saturating_mul(BULK_COST_PER_UNIT))
+                }
+                None => {
+                    let var = fuel.var;
+                    self.fuel_flush_pending();
+                    let units64 = self.b.ins().uextend(I64, units);
+                    let cost = self.b.ins().imul_imm_s(units64, BULK_COST_PER_UNIT);
+                    let v = self.b.use_var(var);
+                    let v = self.b.ins().iadd(v, cost);
+                    self.b.def_var(var, v);
+                }
+            }
+        }
+        if constant.is_some_and(|n| n.saturating_mul(BULK_COST_PER_UNIT) <= SMALL_BULK_OP_COST) {
+            return;
+        }
+        self.loop_header_checks();
+    }
+
+    /// The value of `v` if it is an `iconst` (as an unsigned 32-bit count).
+    fn iconst_value(&self, v: Value) -> Option<i64> {
+        let inst = self.b.func.dfg.value_def(v).inst()?;
+        match self.b.func.dfg.insts[inst] {
+            ir::InstructionData::UnaryImm {
+                opcode: ir::Opcode::Iconst,
+                imm,
+            } => Some(i64::from(imm.bits() as u32)),
+            _ => None,
+        }
+    }
+
+    fn epoch_load_counter(&mut self) -> Value {
+        let ptr_var = self.epoch.as_ref().unwrap().counter_ptr_var;
+        let ptr = self.b.use_var(ptr_var);
+        let region = self.region(RegionKind::EpochCounter, 0);
+        self.b.ins().load(
+            I64,
+            MemFlagsData::trusted().with_alias_region(Some(region)),
+            ptr,
+            0,
+        )
+    }
+
+    /// Branches to `cont` while `now` is below the cached deadline and
+    /// continues in a new cold block otherwise.
+    fn epoch_check_cached(&mut self, now: Value, cont: ir::Block) {
+        let deadline_var = self.epoch.as_ref().unwrap().deadline_var;
+        let reached = self.b.create_block();
+        self.b.set_cold_block(reached);
+        let deadline = self.b.use_var(deadline_var);
+        let cmp = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedGreaterThanOrEqual, now, deadline);
+        self.b.ins().brif(cmp, reached, &[], cont, &[]);
+        self.b.seal_block(reached);
+        self.b.switch_to_block(reached);
+    }
+
+    /// Reloads the deadline, checks against it, and calls `new_epoch` (then
+    /// reloads again) when it is reached; continues in `cont`.
+    fn epoch_check_full(&mut self, now: Value, cont: ir::Block) {
+        self.epoch_load_deadline();
+        self.epoch_check_cached(now, cont);
+        let vmctx = self.vmctx;
+        self.call_builtin(BuiltinFunctionIndex::new_epoch, &[vmctx]);
+        self.epoch_load_deadline();
+        self.b.ins().jump(cont, &[]);
+        self.b.seal_block(cont);
+        self.b.switch_to_block(cont);
+    }
+
+    fn epoch_load_deadline(&mut self) {
+        let deadline_var = self.epoch.as_ref().unwrap().deadline_var;
+        let store = self.store_context();
+        let region = self.region(RegionKind::EpochDeadline, 0);
+        let v = self.b.ins().load(
+            I64,
+            MemFlagsData::trusted().with_alias_region(Some(region)),
+            store,
+            VMSTORE_CONTEXT_EPOCH_DEADLINE_OFFSET as i32,
+        );
+        self.b.def_var(deadline_var, v);
+    }
+}

@@ -1,0 +1,198 @@
+//! The [`Engine`]: global compilation and runtime state.
+
+use crate::Config;
+use crate::compile::{ClifOptLevel, Compiler, CompilerConfig};
+use crate::runtime::vm::{self, CodeMemory, TypeRegistry};
+use anyhow::{Context, Result};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use wasmtime_environ::{Tunables, VMSharedTypeIndex, WasmFuncType};
+
+/// An `Engine` which is a global context for compilation and management of
+/// wasm modules.
+///
+/// An engine holds the [`Config`], the compiler, the engine-wide registry
+/// of function types and the epoch counter. It is cheap to clone (a
+/// reference count) and is safe to share across threads. Everything that
+/// interacts (modules, stores, linkers) must come from the same engine.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<EngineInner>,
+}
+
+pub(crate) struct EngineInner {
+    config: Config,
+    tunables: Tunables,
+    compiler: Compiler,
+    signatures: TypeRegistry,
+    epoch: AtomicU64,
+    /// Wasm-to-host trampolines, compiled on first use per function type
+    /// and kept for the engine's life.
+    host_trampolines: Mutex<HashMap<VMSharedTypeIndex, Arc<CodeMemory>>>,
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Engine {
+    /// An engine with the default [`Config`].
+    ///
+    /// # Panics
+    ///
+    /// Panics if the default configuration cannot be used on this host.
+    fn default() -> Engine {
+        Engine::new(&Config::default()).expect("the default configuration must be valid")
+    }
+}
+
+impl Engine {
+    /// Creates a new [`Engine`] with the specified compilation and
+    /// configuration settings.
+    ///
+    /// This installs the process-wide signal handlers that turn faults in
+    /// WebAssembly code into traps (once per process; handlers installed
+    /// earlier are kept and called for faults that are not WebAssembly
+    /// traps).
+    ///
+    /// # Errors
+    ///
+    /// Fails if `config` asks for something this runtime does not support
+    /// (an unimplemented WebAssembly proposal, `signals_based_traps(false)`,
+    /// the Winch compiler), or if Cranelift rejects a setting.
+    pub fn new(config: &Config) -> Result<Engine> {
+        config.validate()?;
+        vm::init_traps();
+        let compiler = Compiler::new(
+            &CompilerConfig {
+                opt_level: match config.opt_level {
+                    crate::OptLevel::None => ClifOptLevel::None,
+                    crate::OptLevel::Speed => ClifOptLevel::Speed,
+                    crate::OptLevel::SpeedAndSize => ClifOptLevel::SpeedAndSize,
+                },
+                target: None,
+                flags: config.cranelift_flags.clone(),
+                nan_canonicalization: config.nan_canonicalization,
+                parallel: config.parallel_compilation,
+                enable_verifier: config.debug_verifier,
+            },
+            &config.tunables,
+        )
+        .context("failed to create the compiler")?;
+        Ok(Engine {
+            inner: Arc::new(EngineInner {
+                config: config.clone(),
+                tunables: config.tunables.clone(),
+                compiler,
+                signatures: TypeRegistry::default(),
+                epoch: AtomicU64::new(0),
+                host_trampolines: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// Returns the configuration settings that this engine is using.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Returns whether the engine `a` and `b` refer to the same
+    /// configuration (the same engine, or a clone of it).
+    pub fn same(a: &Engine, b: &Engine) -> bool {
+        Arc::ptr_eq(&a.inner, &b.inner)
+    }
+
+    /// Increments the epoch.
+    ///
+    /// When [`Config::epoch_interruption`] is enabled, compiled code compares
+    /// this counter with its store's deadline at function entries and loop
+    /// headers (see [`Store::set_epoch_deadline`](crate::Store::set_epoch_deadline)).
+    ///
+    /// This is a single atomic increment: it may be called from any thread,
+    /// and even from a signal handler.
+    pub fn increment_epoch(&self) {
+        self.inner.epoch.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Returns a weak reference to this engine, which does not keep it
+    /// alive (useful for epoch-ticking threads).
+    pub fn weak(&self) -> EngineWeak {
+        EngineWeak {
+            inner: Arc::downgrade(&self.inner),
+        }
+    }
+
+    /// Eagerly initializes the thread-local state this runtime uses when a
+    /// thread first calls into WebAssembly (its alternate signal stack).
+    pub fn tls_eager_initialize() {
+        vm::sys::unix::signals::lazy_per_thread_init();
+    }
+
+    pub(crate) fn tunables(&self) -> &Tunables {
+        &self.inner.tunables
+    }
+
+    pub(crate) fn compiler(&self) -> &Compiler {
+        &self.inner.compiler
+    }
+
+    pub(crate) fn signatures(&self) -> &TypeRegistry {
+        &self.inner.signatures
+    }
+
+    pub(crate) fn epoch_counter(&self) -> &AtomicU64 {
+        &self.inner.epoch
+    }
+
+    pub(crate) fn current_epoch(&self) -> u64 {
+        self.inner.epoch.load(Ordering::Relaxed)
+    }
+
+    /// The wasm-to-host trampoline for functions of type `index`, compiled
+    /// and loaded on first use.
+    pub(crate) fn host_trampoline(&self, index: VMSharedTypeIndex) -> Result<Arc<CodeMemory>> {
+        let mut cache = self
+            .inner
+            .host_trampolines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(code) = cache.get(&index) {
+            return Ok(code.clone());
+        }
+        let ty: Arc<WasmFuncType> = self
+            .signatures()
+            .get(index)
+            .context("function type is not registered with this engine")?;
+        let compiled = self
+            .compiler()
+            .compile_wasm_to_host_trampoline(&ty)
+            .with_context(|| format!("failed to compile the wasm-to-host trampoline for {ty}"))?;
+        let code = Arc::new(CodeMemory::new(
+            &compiled.text,
+            &compiled.relocations,
+            compiled.trap_sites,
+        )?);
+        cache.insert(index, code.clone());
+        Ok(code)
+    }
+}
+
+/// A weak reference to an [`Engine`].
+#[derive(Clone, Debug)]
+pub struct EngineWeak {
+    inner: Weak<EngineInner>,
+}
+
+impl EngineWeak {
+    /// Upgrade this weak reference into an [`Engine`], if the engine still
+    /// exists.
+    pub fn upgrade(&self) -> Option<Engine> {
+        self.inner.upgrade().map(|inner| Engine { inner })
+    }
+}

@@ -1,0 +1,30 @@
+//! The safe runtime API over the raw runtime in [`vm`].
+
+pub(crate) mod externals;
+pub(crate) mod func;
+pub(crate) mod global;
+pub(crate) mod instance;
+pub(crate) mod limits;
+pub(crate) mod linker;
+pub(crate) mod memory;
+pub(crate) mod module;
+pub(crate) mod store;
+pub(crate) mod table;
+pub(crate) mod trap;
+pub(crate) mod types;
+pub(crate) mod values;
+pub(crate) mod vm;
+
+pub use externals::*;
+pub use func::*;
+pub use global::*;
+pub use instance::{Instance, InstancePre};
+pub use limits::*;
+pub use linker::{Linker, UnknownImportError};
+pub use memory::*;
+pub use module::Module;
+pub use store::{AsContext, AsContextMut, Store, StoreContext, StoreContextMut, UpdateDeadline};
+pub use table::*;
+pub use trap::*;
+pub use types::*;
+pub use values::*;

@@ -1,0 +1,913 @@
+//! Functions: [`Func`], host functions ([`Func::wrap`], [`Func::new`]) and
+//! [`Caller`].
+//!
+//! # Host functions
+//!
+//! A host function is a [`HostFunc`] (its type plus a type-erased closure
+//! over raw values) materialized in a store as a [`VMHostFunc`]: a context
+//! that starts with the `VMHostFuncContextHeader` compiled code expects,
+//! followed by the function's `VMFuncRef` (whose `wasm_call` is the
+//! engine's wasm-to-host trampoline for the type and whose `array_call` is
+//! [`host_array_call`]), the owning store and the closure. When Wasm calls
+//! it, the trampoline calls [`host_array_call`], which runs the closure
+//! inside `catch_unwind`; an error or panic is left in the store and the
+//! trampoline traps (`HostCallFailed`), so the error surfaces after the
+//! Wasm frames are gone. Called from the host, the closure runs directly.
+
+use crate::runtime::store::{PendingError, StoreInner, StoreOpaque};
+use crate::{
+    AsContext, AsContextMut, Engine, Extern, FuncType, Instance, StoreContext, StoreContextMut,
+    Val, ValType,
+};
+use anyhow::{Context, Result, bail};
+use std::ffi::c_void;
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+use wasmtime_environ::vm::{VMCONTEXT_MAGIC, VMEntryTrampoline, VMFuncRef, ValRaw};
+use wasmtime_environ::{VM_HOST_FUNC_MAGIC, VMHostFuncContextHeader, VMSharedTypeIndex};
+
+mod typed;
+pub use typed::*;
+
+/// A WebAssembly function which can be called.
+///
+/// This type typically represents an exported function from a WebAssembly
+/// module instance, or a host function created with [`Func::wrap`] or
+/// [`Func::new`]. It is a handle into a [`Store`](crate::Store): using it
+/// with a different store is an error.
+#[derive(Copy, Clone, Debug)]
+pub struct Func {
+    pub(crate) store: crate::runtime::store::StoreId,
+    pub(crate) index: u32,
+}
+
+/// A store's record of a function.
+pub(crate) struct FuncData {
+    /// The function's `VMFuncRef`, at a stable address for the store's
+    /// life: this is the function-reference value Wasm sees.
+    pub(crate) func_ref: NonNull<VMFuncRef>,
+    pub(crate) ty: VMSharedTypeIndex,
+    pub(crate) kind: FuncKind,
+}
+
+/// How to call a function from the host.
+pub(crate) enum FuncKind {
+    /// Through the defining module's entry trampoline for the type.
+    Wasm {
+        trampoline: Option<VMEntryTrampoline>,
+    },
+    /// By running the closure of the host function context directly.
+    Host(*const VMHostFunc),
+}
+
+/// The type-erased body of a host function: called with the store, the
+/// calling instance's `vmctx` (null when called from the host) and the
+/// array-call value slots (parameters in, results out).
+type HostCallFn = dyn Fn(*mut StoreOpaque, *mut u8, &mut [ValRaw]) -> Result<()> + Send + Sync;
+
+/// A host function definition, not yet bound to a store.
+#[doc(hidden)]
+#[derive(Clone)]
+pub struct HostFunc(Arc<HostFuncInner>);
+
+struct HostFuncInner {
+    ty: FuncType,
+    call: Box<HostCallFn>,
+}
+
+impl fmt::Debug for HostFunc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostFunc")
+            .field("ty", &self.0.ty)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HostFunc {
+    fn from_raw(ty: FuncType, call: Box<HostCallFn>) -> HostFunc {
+        HostFunc(Arc::new(HostFuncInner { ty, call }))
+    }
+
+    pub(crate) fn ty(&self) -> &FuncType {
+        &self.0.ty
+    }
+
+    /// Identity of the definition (for per-store caching).
+    pub(crate) fn key(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
+
+    /// A host function taking and returning dynamically typed [`Val`]s.
+    pub(crate) fn new_dynamic<T: 'static>(
+        ty: FuncType,
+        func: impl Fn(Caller<'_, T>, &[Val], &mut [Val]) -> Result<()> + Send + Sync + 'static,
+    ) -> HostFunc {
+        let wasm_ty = ty.wasm().clone();
+        let call = move |store: *mut StoreOpaque, caller_vmctx: *mut u8, values: &mut [ValRaw]| {
+            let params = {
+                // SAFETY: the store pointer is valid for the duration of the
+                // call and no other reference to it is in use.
+                let opaque = unsafe { &mut *store };
+                wasm_ty
+                    .params
+                    .iter()
+                    .zip(values.iter())
+                    // SAFETY: the slots hold values of the declared types
+                    // (the caller type-checked them).
+                    .map(|(ty, raw)| unsafe { Val::from_raw_wasm(opaque, *raw, *ty) })
+                    .collect::<Vec<_>>()
+            };
+            let mut results = wasm_ty
+                .results
+                .iter()
+                .map(|ty| Val::default_for_wasm(*ty))
+                .collect::<Vec<_>>();
+            // SAFETY: `store` is the `StoreOpaque` of a `StoreInner<T>` (a
+            // `HostFunc` over `T` is only materialized in a `Store<T>`).
+            unsafe {
+                with_caller::<T, _>(store, caller_vmctx, |caller| {
+                    func(caller, &params, &mut results)
+                })?
+            };
+            // SAFETY: as above.
+            let opaque = unsafe { &mut *store };
+            for (i, (ty, val)) in wasm_ty.results.iter().zip(&results).enumerate() {
+                values[i] = val
+                    .to_raw_wasm(opaque, *ty)
+                    .context("function attempted to return an incompatible value")?;
+            }
+            Ok(())
+        };
+        HostFunc::from_raw(ty, Box::new(call))
+    }
+
+    /// A host function over statically typed parameters and results.
+    pub(crate) fn wrap_typed<T, P, R>(
+        engine: &Engine,
+        func: impl Fn(Caller<'_, T>, P) -> R + Send + Sync + 'static,
+    ) -> HostFunc
+    where
+        T: 'static,
+        P: WasmTyList,
+        R: WasmRet,
+    {
+        let ty = R::func_type(engine, P::valtypes());
+        let call = move |store: *mut StoreOpaque, caller_vmctx: *mut u8, values: &mut [ValRaw]| {
+            // SAFETY: the slots hold values of `P`'s types (the type was
+            // built from `P`, and callers type-check against it).
+            let params = unsafe { P::load(&mut *store, values)? };
+            // SAFETY: `store` is the `StoreOpaque` of a `StoreInner<T>`.
+            let ret =
+                unsafe { with_caller::<T, _>(store, caller_vmctx, |caller| func(caller, params)) };
+            // SAFETY: the store pointer is valid and no longer borrowed.
+            let opaque = unsafe { &mut *store };
+            if !ret.compatible_with_store(opaque) {
+                bail!("host function attempted to return cross-`Store` value to Wasm");
+            }
+            ret.store(opaque, values)
+        };
+        HostFunc::from_raw(ty, Box::new(call))
+    }
+
+    /// Runs the function from the host.
+    ///
+    /// # Safety
+    ///
+    /// `store` must be the `StoreOpaque` of a `StoreInner<T>` for the `T`
+    /// this function was defined over, with no other live reference, and
+    /// `values` must hold parameters of the function's type.
+    pub(crate) unsafe fn call_from_host(
+        &self,
+        store: *mut StoreOpaque,
+        values: &mut [ValRaw],
+    ) -> Result<()> {
+        (self.0.call)(store, ptr::null_mut(), values)
+    }
+}
+
+/// Builds a [`Caller`] for the host function being called and runs `f`.
+///
+/// # Safety
+///
+/// `store` must point to the `StoreOpaque` of a live `StoreInner<T>` with no
+/// other reference in use; `caller_vmctx` must be null or a `VMContext` of
+/// that store.
+unsafe fn with_caller<T: 'static, R>(
+    store: *mut StoreOpaque,
+    caller_vmctx: *mut u8,
+    f: impl FnOnce(Caller<'_, T>) -> R,
+) -> R {
+    // SAFETY: per the contract; `StoreOpaque` is the first field of the
+    // `#[repr(C)]` `StoreInner<T>`.
+    let inner = unsafe { &mut *store.cast::<StoreInner<T>>() };
+    // SAFETY: per the contract.
+    let caller = unsafe { caller_instance(&inner.opaque, caller_vmctx) };
+    f(Caller {
+        store: StoreContextMut(inner),
+        caller,
+    })
+}
+
+/// The instance whose code made a call, from the caller `vmctx` compiled
+/// code passes along.
+///
+/// # Safety
+///
+/// `vmctx` must be null or a context of `store`.
+unsafe fn caller_instance(store: &StoreOpaque, vmctx: *mut u8) -> Option<Instance> {
+    if vmctx.is_null() {
+        return None;
+    }
+    // SAFETY: every context starts with a 4-byte magic number.
+    let magic = unsafe { *vmctx.cast::<u32>() };
+    if magic != VMCONTEXT_MAGIC {
+        return None;
+    }
+    // SAFETY: an instance `VMContext` of this store.
+    let instance = unsafe { crate::runtime::vm::Instance::from_vmctx(vmctx) };
+    Some(Instance {
+        store: store.id(),
+        index: instance.id(),
+    })
+}
+
+/// A host function's context in a store: what a host function's
+/// `VMFuncRef::vmctx` points to.
+#[repr(C)]
+pub(crate) struct VMHostFunc {
+    header: VMHostFuncContextHeader,
+    pub(crate) func_ref: VMFuncRef,
+    store: *mut StoreOpaque,
+    pub(crate) host: HostFunc,
+}
+
+impl VMHostFunc {
+    pub(crate) fn new(
+        host: HostFunc,
+        wasm_call: *const u8,
+        store: *mut StoreOpaque,
+    ) -> Box<VMHostFunc> {
+        let type_index = host.ty().index();
+        let mut ctx = Box::new(VMHostFunc {
+            header: VMHostFuncContextHeader {
+                magic: VM_HOST_FUNC_MAGIC,
+                array_call: host_array_call,
+            },
+            func_ref: VMFuncRef {
+                wasm_call,
+                array_call: Some(host_array_call),
+                vmctx: ptr::null_mut(),
+                type_index,
+            },
+            store,
+            host,
+        });
+        ctx.func_ref.vmctx = (&raw mut *ctx).cast::<u8>();
+        ctx
+    }
+}
+
+/// The array-call entry point of every host function.
+///
+/// # Safety
+///
+/// Called by compiled code (the wasm-to-host trampoline) with a host
+/// function's context, the calling instance's context and `len` value
+/// slots.
+unsafe extern "C" fn host_array_call(
+    callee_vmctx: *mut u8,
+    caller_vmctx: *mut u8,
+    values: *mut ValRaw,
+    len: usize,
+) -> bool {
+    // SAFETY: per the contract, the callee context is a `VMHostFunc`.
+    let ctx = unsafe { &*callee_vmctx.cast::<VMHostFunc>() };
+    debug_assert_eq!(ctx.header.magic, VM_HOST_FUNC_MAGIC);
+    let store = ctx.store;
+    // SAFETY: the trampoline's value array has `len` slots.
+    let values = unsafe { std::slice::from_raw_parts_mut(values, len) };
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        (ctx.host.0.call)(store, caller_vmctx, values)
+    }));
+    let pending = match result {
+        Ok(Ok(())) => return true,
+        Ok(Err(error)) => PendingError::Error(error),
+        Err(panic) => PendingError::Panic(panic),
+    };
+    // SAFETY: the store outlives its host functions; the closure's borrows
+    // have ended.
+    unsafe { (*store).set_pending(pending) };
+    false
+}
+
+impl Func {
+    /// Creates a new `Func` with the given arguments, typically to create a
+    /// host-defined function to pass as an import to a module.
+    ///
+    /// The closure receives the parameters as [`Val`]s and writes the
+    /// results into a slice pre-filled with default values; it must write
+    /// values of the declared result types. Returning an error (or
+    /// panicking) makes the WebAssembly call that invoked it fail with that
+    /// error (or resume the panic) once the WebAssembly frames are gone.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `ty` belongs to a different engine than `store`, or if the
+    /// engine cannot compile the trampoline for `ty`.
+    pub fn new<T: 'static>(
+        mut store: impl AsContextMut<Data = T>,
+        ty: FuncType,
+        func: impl Fn(Caller<'_, T>, &[Val], &mut [Val]) -> Result<()> + Send + Sync + 'static,
+    ) -> Self {
+        let host = HostFunc::new_dynamic(ty, func);
+        store
+            .as_context_mut()
+            .0
+            .opaque
+            .push_host_func(host)
+            .expect("failed to create a host function")
+    }
+
+    /// Creates a new host-defined function from a Rust closure with
+    /// statically typed parameters and results.
+    ///
+    /// The closure may take a leading [`Caller`] and up to 16 parameters of
+    /// types implementing [`WasmTy`] (`i32`, `u32`, `i64`, `u64`, `f32`,
+    /// `f64`, [`V128`](crate::V128), `Option<Func>`, `Func`,
+    /// `Option<Rooted<ExternRef>>`, `Rooted<ExternRef>`), and return `()`, a
+    /// [`WasmTy`], a tuple of them, or a [`Result`] of any of those. An
+    /// `Err` (or a panic) makes the WebAssembly call fail, as for
+    /// [`Func::new`].
+    ///
+    /// # Panics
+    ///
+    /// Panics if the engine cannot compile the trampoline for the
+    /// function's type.
+    pub fn wrap<T, Params, Results>(
+        mut store: impl AsContextMut<Data = T>,
+        func: impl IntoFunc<T, Params, Results>,
+    ) -> Func
+    where
+        T: 'static,
+    {
+        let store = store.as_context_mut();
+        let host = func.into_func(store.engine());
+        store
+            .0
+            .opaque
+            .push_host_func(host)
+            .expect("failed to create a host function")
+    }
+
+    /// Like [`Func::new`], but returns an error instead of panicking.
+    ///
+    /// # Errors
+    ///
+    /// Fails if `ty` belongs to a different engine than `store`, or if the
+    /// engine cannot compile the trampoline for `ty`.
+    pub fn try_new<T: 'static>(
+        mut store: impl AsContextMut<Data = T>,
+        ty: FuncType,
+        func: impl Fn(Caller<'_, T>, &[Val], &mut [Val]) -> Result<()> + Send + Sync + 'static,
+    ) -> Result<Self> {
+        let host = HostFunc::new_dynamic(ty, func);
+        store.as_context_mut().0.opaque.push_host_func(host)
+    }
+
+    /// Like [`Func::wrap`], but returns an error instead of panicking.
+    ///
+    /// # Errors
+    ///
+    /// Fails if the engine cannot compile the trampoline for the function's
+    /// type.
+    pub fn try_wrap<T, Params, Results>(
+        mut store: impl AsContextMut<Data = T>,
+        func: impl IntoFunc<T, Params, Results>,
+    ) -> Result<Func>
+    where
+        T: 'static,
+    {
+        let store = store.as_context_mut();
+        let host = func.into_func(store.engine());
+        store.0.opaque.push_host_func(host)
+    }
+
+    /// Converts a raw function reference (as produced by [`Func::to_raw`],
+    /// or found in a `funcref` slot) back into a `Func`; null gives `None`.
+    ///
+    /// # Safety
+    ///
+    /// `raw` must be null or a function reference owned by `store`.
+    pub unsafe fn from_raw(mut store: impl AsContextMut, raw: *mut c_void) -> Option<Func> {
+        let store = store.as_context_mut();
+        // SAFETY: forwarded contract.
+        unsafe { store.0.opaque.func_from_raw(raw as usize) }
+    }
+
+    /// The raw function reference of this function: the address of its
+    /// `VMFuncRef`, which is what a `funcref` holds.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `store` does not own this function.
+    pub fn to_raw(&self, mut store: impl AsContextMut) -> *mut c_void {
+        let store = store.as_context_mut();
+        let opaque = &store.0.opaque;
+        opaque.assert_store(self.store, "function");
+        opaque.funcs[self.index as usize].func_ref.as_ptr().cast()
+    }
+
+    /// Returns the underlying wasm type that this `Func` has.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `store` does not own this function.
+    pub fn ty(&self, store: impl AsContext) -> FuncType {
+        let store = store.as_context();
+        let opaque = &store.0.opaque;
+        opaque.assert_store(self.store, "function");
+        let data = &opaque.funcs[self.index as usize];
+        FuncType::from_index(opaque.engine(), data.ty)
+    }
+
+    /// Does this function match the given type?
+    ///
+    /// # Panics
+    ///
+    /// Panics if `store` does not own this function.
+    pub fn matches_ty(&self, store: impl AsContext, func_ty: &FuncType) -> bool {
+        self.ty(store).matches(func_ty)
+    }
+
+    /// Invokes this function with the `params` given and writes returned
+    /// values to `results`.
+    ///
+    /// # Errors
+    ///
+    /// Fails if the number or types of `params` or the number of `results`
+    /// do not match the function's type, if a value belongs to another
+    /// store, or if the call traps (the error then holds a [`Trap`] and,
+    /// usually, a [`WasmBacktrace`]) or a host function it calls fails.
+    ///
+    /// # Panics
+    ///
+    /// Resumes the panic of a host function called during the call.
+    ///
+    /// [`Trap`]: crate::Trap
+    /// [`WasmBacktrace`]: crate::WasmBacktrace
+    pub fn call(
+        &self,
+        mut store: impl AsContextMut,
+        params: &[Val],
+        results: &mut [Val],
+    ) -> Result<()> {
+        let store = store.as_context_mut();
+        let opaque = &mut store.0.opaque;
+        let data = opaque.func_data(self)?;
+        let ty = opaque
+            .engine()
+            .signatures()
+            .get(data.ty)
+            .context("function type is not registered")?;
+        if ty.params.len() != params.len() {
+            bail!(
+                "expected {} arguments, got {}",
+                ty.params.len(),
+                params.len()
+            );
+        }
+        if ty.results.len() != results.len() {
+            bail!(
+                "expected {} results, got {}",
+                ty.results.len(),
+                results.len()
+            );
+        }
+        let mut values = vec![ValRaw::default(); ty.array_len()];
+        for (i, (param, pty)) in params.iter().zip(ty.params.iter()).enumerate() {
+            values[i] = param
+                .to_raw_wasm(opaque, *pty)
+                .context("argument type mismatch")?;
+        }
+        // SAFETY: the values match the function's type (checked above).
+        unsafe { call_raw(opaque, self, &mut values)? };
+        for (i, (result, rty)) in results.iter_mut().zip(ty.results.iter()).enumerate() {
+            // SAFETY: the callee wrote results of its declared types.
+            *result = unsafe { Val::from_raw_wasm(opaque, values[i], *rty) };
+        }
+        Ok(())
+    }
+
+    /// Attempts to extract a typed object from this `Func` through which
+    /// the function can be called.
+    ///
+    /// # Errors
+    ///
+    /// Fails if `Params` or `Results` do not match the function's type, or
+    /// if `store` does not own this function.
+    pub fn typed<Params, Results>(
+        &self,
+        store: impl AsContext,
+    ) -> Result<TypedFunc<Params, Results>>
+    where
+        Params: WasmParams,
+        Results: WasmResults,
+    {
+        let store = store.as_context();
+        let opaque = &store.0.opaque;
+        let data = opaque.func_data(self)?;
+        let ty = FuncType::from_index(opaque.engine(), data.ty);
+        Params::typecheck(ty.params(), TypeCheckPosition::Param)
+            .context("type mismatch with parameters")?;
+        Results::typecheck(ty.results(), TypeCheckPosition::Result)
+            .context("type mismatch with results")?;
+        Ok(TypedFunc::new_checked(*self))
+    }
+
+    /// Whether `store` owns this function.
+    pub(crate) fn comes_from_same_store(&self, store: &StoreOpaque) -> bool {
+        self.store == store.id()
+    }
+}
+
+/// Calls `func` with the raw `values` (parameters in, results out).
+///
+/// # Safety
+///
+/// `values` must hold well-typed parameters for `func` and have room for its
+/// results.
+pub(crate) unsafe fn call_raw(
+    store: &mut StoreOpaque,
+    func: &Func,
+    values: &mut [ValRaw],
+) -> Result<()> {
+    let data = store.func_data(func)?;
+    let func_ref = data.func_ref;
+    match data.kind {
+        FuncKind::Wasm { trampoline } => {
+            let trampoline = trampoline.context("no entry trampoline for this function's type")?;
+            // SAFETY: per the contract.
+            unsafe { store.call_wasm_raw(func_ref, trampoline, values.as_mut_ptr()) }
+        }
+        FuncKind::Host(ctx) => {
+            // SAFETY: host contexts of a store live as long as the store.
+            let host = unsafe { (*ctx).host.clone() };
+            // SAFETY: the store is the one the host function was
+            // materialized in, hence of the right `T`; `values` per the
+            // contract.
+            unsafe { host.call_from_host(store, values) }
+        }
+    }
+}
+
+/// A structure representing the caller's context when creating a function
+/// via [`Func::wrap`].
+///
+/// This structure can be taken as the first parameter of a closure passed
+/// to [`Func::wrap`] or other constructors, and serves two purposes:
+///
+/// * First consumers can use [`Caller<'_, T>`](crate::Caller) to get access
+///   to [`StoreContextMut<'_, T>`](crate::StoreContextMut) and/or get access
+///   to `T` itself. This means that the [`Caller`] type can serve as a proxy
+///   to the original [`Store`](crate::Store) itself and is used to satisfy
+///   [`AsContext`] and [`AsContextMut`] bounds.
+///
+/// * Second a [`Caller`] can be used as the name implies, learning about the
+///   caller's context, namely it's exported memory and exported functions.
+///   This allows functions which take pointers as arguments to easily read
+///   the memory the pointers point into, or if a function is expected to
+///   call malloc in the wasm module to reserve space for the output you can
+///   do that.
+pub struct Caller<'a, T: 'static> {
+    pub(crate) store: StoreContextMut<'a, T>,
+    caller: Option<Instance>,
+}
+
+impl<T> Caller<'_, T> {
+    /// Looks up an export from the caller's module by the `name` given.
+    ///
+    /// Returns `None` if the caller is not a WebAssembly instance (the
+    /// function was called directly from the host) or has no such export.
+    pub fn get_export(&mut self, name: &str) -> Option<Extern> {
+        let instance = self.caller?;
+        instance.get_export(&mut self.store, name)
+    }
+
+    /// Access the underlying data owned by this `Store`.
+    pub fn data(&self) -> &T {
+        self.store.data()
+    }
+
+    /// Access the underlying data owned by this `Store`.
+    pub fn data_mut(&mut self) -> &mut T {
+        self.store.data_mut()
+    }
+
+    /// Returns the underlying [`Engine`] this store is connected to.
+    pub fn engine(&self) -> &Engine {
+        self.store.engine()
+    }
+
+    /// Returns the remaining fuel in the store (see
+    /// [`Store::get_fuel`](crate::Store::get_fuel)).
+    ///
+    /// # Errors
+    ///
+    /// Fails if fuel consumption is not enabled.
+    pub fn get_fuel(&self) -> Result<u64> {
+        self.store.get_fuel()
+    }
+
+    /// Sets the fuel of the store (see
+    /// [`Store::set_fuel`](crate::Store::set_fuel)).
+    ///
+    /// # Errors
+    ///
+    /// Fails if fuel consumption is not enabled.
+    pub fn set_fuel(&mut self, fuel: u64) -> Result<()> {
+        self.store.set_fuel(fuel)
+    }
+}
+
+impl<T: 'static> AsContext for Caller<'_, T> {
+    type Data = T;
+
+    fn as_context(&self) -> StoreContext<'_, T> {
+        self.store.as_context()
+    }
+}
+
+impl<T: 'static> AsContextMut for Caller<'_, T> {
+    fn as_context_mut(&mut self) -> StoreContextMut<'_, T> {
+        self.store.as_context_mut()
+    }
+}
+
+impl<'a, T: 'static> From<Caller<'a, T>> for StoreContextMut<'a, T> {
+    fn from(caller: Caller<'a, T>) -> StoreContextMut<'a, T> {
+        caller.store
+    }
+}
+
+/// A trait implemented for types which can be returned from closures passed
+/// to [`Func::wrap`] and friends.
+///
+/// This trait should not be implemented by user types. The types which
+/// implement it are `()`, every [`WasmTy`], tuples of up to 16 [`WasmTy`]s,
+/// and [`Result`]s of any of those.
+///
+/// # Safety
+///
+/// Implementations must store exactly the values their
+/// [`func_type`](WasmRet::func_type) declares.
+pub unsafe trait WasmRet {
+    #[doc(hidden)]
+    fn compatible_with_store(&self, store: &StoreOpaque) -> bool;
+
+    #[doc(hidden)]
+    fn store(self, store: &mut StoreOpaque, ptr: &mut [ValRaw]) -> Result<()>;
+
+    #[doc(hidden)]
+    fn func_type(engine: &Engine, params: impl Iterator<Item = ValType>) -> FuncType;
+}
+
+// SAFETY: stores one value of the declared type.
+unsafe impl<T> WasmRet for T
+where
+    T: WasmTy,
+{
+    fn compatible_with_store(&self, store: &StoreOpaque) -> bool {
+        <Self as WasmTy>::compatible_with_store(self, store)
+    }
+
+    fn store(self, store: &mut StoreOpaque, ptr: &mut [ValRaw]) -> Result<()> {
+        let slot = ptr
+            .first_mut()
+            .context("no room for the host function's result")?;
+        <Self as WasmTy>::store(self, store, slot)
+    }
+
+    fn func_type(engine: &Engine, params: impl Iterator<Item = ValType>) -> FuncType {
+        host_func_type(engine, params, std::iter::once(<Self as WasmTy>::valtype()))
+    }
+}
+
+// SAFETY: forwards to the inner type.
+unsafe impl<T> WasmRet for Result<T>
+where
+    T: WasmRet,
+{
+    fn compatible_with_store(&self, store: &StoreOpaque) -> bool {
+        match self {
+            Ok(x) => <T as WasmRet>::compatible_with_store(x, store),
+            Err(_) => true,
+        }
+    }
+
+    fn store(self, store: &mut StoreOpaque, ptr: &mut [ValRaw]) -> Result<()> {
+        self.and_then(|val| val.store(store, ptr))
+    }
+
+    fn func_type(engine: &Engine, params: impl Iterator<Item = ValType>) -> FuncType {
+        T::func_type(engine, params)
+    }
+}
+
+/// The function type of a host function, with non-nullable references
+/// widened to the nullable `funcref`/`externref` this runtime represents.
+fn host_func_type(
+    engine: &Engine,
+    params: impl Iterator<Item = ValType>,
+    results: impl Iterator<Item = ValType>,
+) -> FuncType {
+    let widen = |t: ValType| -> ValType {
+        match t {
+            ValType::Ref(r) if r.heap_type().top().is_func() => ValType::FUNCREF,
+            ValType::Ref(r) if r.heap_type().top().is_extern() => ValType::EXTERNREF,
+            other => other,
+        }
+    };
+    FuncType::new(engine, params.map(widen), results.map(widen))
+}
+
+macro_rules! for_each_function_signature {
+    ($mac:ident) => {
+        $mac!(0);
+        $mac!(1 A1);
+        $mac!(2 A1 A2);
+        $mac!(3 A1 A2 A3);
+        $mac!(4 A1 A2 A3 A4);
+        $mac!(5 A1 A2 A3 A4 A5);
+        $mac!(6 A1 A2 A3 A4 A5 A6);
+        $mac!(7 A1 A2 A3 A4 A5 A6 A7);
+        $mac!(8 A1 A2 A3 A4 A5 A6 A7 A8);
+        $mac!(9 A1 A2 A3 A4 A5 A6 A7 A8 A9);
+        $mac!(10 A1 A2 A3 A4 A5 A6 A7 A8 A9 A10);
+        $mac!(11 A1 A2 A3 A4 A5 A6 A7 A8 A9 A10 A11);
+        $mac!(12 A1 A2 A3 A4 A5 A6 A7 A8 A9 A10 A11 A12);
+        $mac!(13 A1 A2 A3 A4 A5 A6 A7 A8 A9 A10 A11 A12 A13);
+        $mac!(14 A1 A2 A3 A4 A5 A6 A7 A8 A9 A10 A11 A12 A13 A14);
+        $mac!(15 A1 A2 A3 A4 A5 A6 A7 A8 A9 A10 A11 A12 A13 A14 A15);
+        $mac!(16 A1 A2 A3 A4 A5 A6 A7 A8 A9 A10 A11 A12 A13 A14 A15 A16);
+    };
+}
+pub(crate) use for_each_function_signature;
+
+macro_rules! impl_wasm_host_results {
+    ($n:tt $($t:ident)*) => (
+        #[allow(non_snake_case, reason = "macro-generated code")]
+        // SAFETY: stores one value per element, in order.
+        unsafe impl<$($t),*> WasmRet for ($($t,)*)
+        where
+            $($t: WasmTy,)*
+        {
+            fn compatible_with_store(&self, _store: &StoreOpaque) -> bool {
+                let ($($t,)*) = self;
+                $( $t.compatible_with_store(_store) && )* true
+            }
+
+            fn store(self, _store: &mut StoreOpaque, _ptr: &mut [ValRaw]) -> Result<()> {
+                let ($($t,)*) = self;
+                let mut _slots = _ptr.iter_mut();
+                $(
+                    let slot = _slots
+                        .next()
+                        .context("no room for the host function's results")?;
+                    WasmTy::store($t, _store, slot)?;
+                )*
+                Ok(())
+            }
+
+            fn func_type(engine: &Engine, params: impl Iterator<Item = ValType>) -> FuncType {
+                host_func_type(engine, params, IntoIterator::into_iter([$($t::valtype(),)*]))
+            }
+        }
+    )
+}
+
+for_each_function_signature!(impl_wasm_host_results);
+
+/// Internal trait implemented for all arguments that can be passed to
+/// [`Func::wrap`] and [`Linker::func_wrap`](crate::Linker::func_wrap).
+///
+/// This trait should not be implemented by external users, it's only
+/// intended as an implementation detail of this crate.
+pub trait IntoFunc<T, Params, Results>: Send + Sync + 'static {
+    /// Converts this function into a host function definition.
+    #[doc(hidden)]
+    fn into_func(self, engine: &Engine) -> HostFunc;
+}
+
+macro_rules! impl_into_func {
+    ($num:tt $arg:ident) => {
+        #[allow(non_snake_case, reason = "macro-generated code")]
+        impl<T, F, $arg, R> IntoFunc<T, $arg, R> for F
+        where
+            F: Fn($arg) -> R + Send + Sync + 'static,
+            $arg: WasmTy,
+            R: WasmRet,
+            T: 'static,
+        {
+            fn into_func(self, engine: &Engine) -> HostFunc {
+                let f = move |_: Caller<'_, T>, $arg: $arg| self($arg);
+                f.into_func(engine)
+            }
+        }
+
+        #[allow(non_snake_case, reason = "macro-generated code")]
+        impl<T, F, $arg, R> IntoFunc<T, (Caller<'_, T>, $arg), R> for F
+        where
+            F: Fn(Caller<'_, T>, $arg) -> R + Send + Sync + 'static,
+            $arg: WasmTy,
+            R: WasmRet,
+            T: 'static,
+        {
+            fn into_func(self, engine: &Engine) -> HostFunc {
+                HostFunc::wrap_typed(engine, move |caller: Caller<'_, T>, ($arg,)| {
+                    self(caller, $arg)
+                })
+            }
+        }
+    };
+    ($num:tt $($args:ident)*) => {
+        #[allow(non_snake_case, reason = "macro-generated code")]
+        impl<T, F, $($args,)* R> IntoFunc<T, ($($args,)*), R> for F
+        where
+            F: Fn($($args),*) -> R + Send + Sync + 'static,
+            $($args: WasmTy,)*
+            R: WasmRet,
+            T: 'static,
+        {
+            fn into_func(self, engine: &Engine) -> HostFunc {
+                let f = move |_: Caller<'_, T>, $($args:$args),*| self($($args),*);
+                f.into_func(engine)
+            }
+        }
+
+        #[allow(non_snake_case, reason = "macro-generated code")]
+        impl<T, F, $($args,)* R> IntoFunc<T, (Caller<'_, T>, $($args,)*), R> for F
+        where
+            F: Fn(Caller<'_, T>, $($args),*) -> R + Send + Sync + 'static,
+            $($args: WasmTy,)*
+            R: WasmRet,
+            T: 'static,
+        {
+            fn into_func(self, engine: &Engine) -> HostFunc {
+                HostFunc::wrap_typed(engine, move |caller: Caller<'_, T>, ($($args,)*)| {
+                    self(caller, $($args),*)
+                })
+            }
+        }
+    };
+}
+
+for_each_function_signature!(impl_into_func);
+
+/// Trait implemented for tuples of [`WasmTy`] types: the parameter lists of
+/// host functions.
+///
+/// # Safety
+///
+/// `load` must read exactly the types `valtypes` lists.
+pub unsafe trait WasmTyList {
+    /// Get the value type that each Type in the list represents.
+    fn valtypes() -> impl Iterator<Item = ValType>;
+
+    /// Reads the list from array-call value slots.
+    ///
+    /// # Safety
+    ///
+    /// `values` must hold values of the listed types, valid for `store`.
+    #[doc(hidden)]
+    unsafe fn load(store: &mut StoreOpaque, values: &[ValRaw]) -> Result<Self>
+    where
+        Self: Sized;
+}
+
+macro_rules! impl_wasm_ty_list {
+    ($num:tt $($args:ident)*) => (
+        #[allow(non_snake_case, reason = "macro-generated code")]
+        // SAFETY: loads one value per element, in order.
+        unsafe impl<$($args),*> WasmTyList for ($($args,)*)
+        where
+            $($args: WasmTy,)*
+        {
+            fn valtypes() -> impl Iterator<Item = ValType> {
+                IntoIterator::into_iter([$($args::valtype(),)*])
+            }
+
+            unsafe fn load(_store: &mut StoreOpaque, _values: &[ValRaw]) -> Result<Self> {
+                let mut _slots = _values.iter();
+                Ok(($({
+                    let slot = _slots.next().context("missing host function argument")?;
+                    // SAFETY: forwarded contract.
+                    unsafe { $args::load(_store, slot)? }
+                },)*))
+            }
+        }
+    );
+}
+
+for_each_function_signature!(impl_wasm_ty_list);

@@ -1,0 +1,108 @@
+//! [`Global`]: global variables.
+
+use crate::runtime::store::{StoreId, StoreOpaque};
+use crate::runtime::vm;
+use crate::{AsContext, AsContextMut, GlobalType, Val};
+use anyhow::{Context, Result, bail};
+use wasmtime_environ::vm::ValRaw;
+
+/// A WebAssembly `global` value which can be read and written to.
+///
+/// A `global` in WebAssembly is sort of like a global variable within an
+/// [`Instance`](crate::Instance). The `global.get` and `global.set`
+/// instructions will modify and read global values in a wasm module.
+/// A `Global` is a handle into the [`Store`](crate::Store) that owns it.
+#[derive(Copy, Clone, Debug)]
+pub struct Global {
+    pub(crate) store: StoreId,
+    pub(crate) index: u32,
+}
+
+impl Global {
+    /// Creates a new WebAssembly `global` value with the provided type `ty`
+    /// and initial value `val`.
+    ///
+    /// # Errors
+    ///
+    /// Fails if `val` does not have type `ty`'s content type or belongs to
+    /// another store, or if `ty` uses a type this runtime does not support.
+    pub fn new(mut store: impl AsContextMut, ty: GlobalType, val: Val) -> Result<Global> {
+        let store = store.as_context_mut();
+        let opaque = &mut store.0.opaque;
+        let wasm_ty = ty.to_wasm()?;
+        let raw = val.to_raw_wasm(opaque, wasm_ty.content).context(
+            "type mismatch: initial value provided does not match the type of this global",
+        )?;
+        let index = opaque.push_global(wasm_ty, None);
+        let def = opaque.globals[index].definition;
+        // SAFETY: the storage was just allocated by the store.
+        unsafe { vm::Instance::write_global(def, raw, wasm_ty.content) };
+        Ok(Global {
+            store: opaque.id(),
+            index: u32::try_from(index)?,
+        })
+    }
+
+    fn check(&self, store: &StoreOpaque) {
+        store.assert_store(self.store, "global");
+    }
+
+    /// Returns the underlying type of this `global`.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `store` does not own this global.
+    pub fn ty(&self, store: impl AsContext) -> GlobalType {
+        let store = store.as_context();
+        self.check(&store.0.opaque);
+        GlobalType::from_wasm(&store.0.opaque.globals[self.index as usize].ty)
+    }
+
+    /// Returns the current [`Val`] of this global.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `store` does not own this global.
+    pub fn get(&self, mut store: impl AsContextMut) -> Val {
+        let store = store.as_context_mut();
+        let opaque = &mut store.0.opaque;
+        self.check(opaque);
+        let data = &opaque.globals[self.index as usize];
+        let ty = data.ty.content;
+        // SAFETY: the storage lives as long as the store.
+        let raw = ValRaw(unsafe { (*data.definition).0 });
+        // SAFETY: the storage holds a value of the global's type.
+        unsafe { Val::from_raw_wasm(opaque, raw, ty) }
+    }
+
+    /// Attempts to set the current value of this global to [`Val`].
+    ///
+    /// # Errors
+    ///
+    /// Fails if this global is immutable, or if `val` does not have the
+    /// global's type or belongs to another store.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `store` does not own this global.
+    pub fn set(&self, mut store: impl AsContextMut, val: Val) -> Result<()> {
+        let store = store.as_context_mut();
+        let opaque = &mut store.0.opaque;
+        self.check(opaque);
+        let data = &opaque.globals[self.index as usize];
+        if !data.ty.mutable {
+            bail!("immutable global cannot be set");
+        }
+        let (def, ty) = (data.definition, data.ty.content);
+        let raw = val
+            .to_raw_wasm(opaque, ty)
+            .context("type mismatch: attempt to set global to value of wrong type")?;
+        // SAFETY: the storage lives as long as the store.
+        unsafe { vm::Instance::write_global(def, raw, ty) };
+        Ok(())
+    }
+
+    pub(crate) fn comes_from_same_store(&self, store: &StoreOpaque) -> bool {
+        self.store == store.id()
+    }
+}

@@ -1,0 +1,632 @@
+//! [`Instance`] and [`InstancePre`]: instantiating modules.
+
+use crate::runtime::linker::Definition;
+use crate::runtime::store::StoreOpaque;
+use crate::runtime::vm;
+use crate::{
+    AsContextMut, Engine, Export, Extern, Func, Global, Memory, Module, StoreContext,
+    StoreContextMut, Table, Trap, TypedFunc, WasmParams, WasmResults,
+};
+use anyhow::{Context, Result, anyhow, bail};
+use std::fmt;
+use std::marker::PhantomData;
+use wasmtime_environ::vm::{VMFuncRef, VMGlobalImport, VMMemoryImport, VMTableImport};
+use wasmtime_environ::{
+    DataMode, DefinedFuncIndex, ElementMode, EntityIndex, EntityRef, EntityType, WasmValType,
+};
+
+/// An instantiated WebAssembly module.
+///
+/// This type represents the instantiation of a [`Module`]. Once instantiated
+/// you can access the [`exports`](Instance::exports) which are of type
+/// [`Extern`] and provide the ability to call functions, set globals, read
+/// memory, etc. When interacting with any wasm code you'll want to make an
+/// [`Instance`] to call any code or execute anything.
+///
+/// Instances are owned by a [`Store`](crate::Store) which is passed in at
+/// creation time; an `Instance` is a handle into that store.
+#[derive(Copy, Clone, Debug)]
+pub struct Instance {
+    pub(crate) store: crate::runtime::store::StoreId,
+    pub(crate) index: u32,
+}
+
+impl Instance {
+    /// Creates a new [`Instance`] from the previously compiled [`Module`]
+    /// and list of `imports` specified.
+    ///
+    /// The `imports` must be given in the order of [`Module::imports`], and
+    /// each must match the import's type and belong to `store`. For name
+    /// resolution see [`Linker`](crate::Linker).
+    ///
+    /// Instantiation allocates the instance's memories, tables and globals,
+    /// copies active element and data segments into tables and memories
+    /// (in order; a segment out of bounds fails the instantiation with a
+    /// [`Trap`], leaving earlier segments applied), and finally runs the
+    /// module's start function, if any.
+    ///
+    /// # Errors
+    ///
+    /// Fails if the number or types of `imports` do not match the module, if
+    /// an import or the module belongs to another store or engine, if
+    /// resources cannot be allocated, if a segment is out of bounds, or if
+    /// the start function traps.
+    pub fn new(
+        mut store: impl AsContextMut,
+        module: &Module,
+        imports: &[Extern],
+    ) -> Result<Instance> {
+        let store = store.as_context_mut();
+        let opaque = &mut store.0.opaque;
+        typecheck_imports(opaque, module, imports)?;
+        instantiate(opaque, module, imports)
+    }
+
+    /// Returns the module this instance was instantiated from.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `store` does not own this instance.
+    pub fn module<'a, T: 'static>(&self, store: impl Into<StoreContext<'a, T>>) -> &'a Module {
+        let store = store.into();
+        let opaque: &'a StoreOpaque = &store.0.opaque;
+        opaque.assert_store(self.store, "instance");
+        opaque.instances[self.index as usize].module()
+    }
+
+    /// Returns the list of exported items from this [`Instance`].
+    ///
+    /// # Panics
+    ///
+    /// Panics if `store` does not own this instance.
+    pub fn exports<'a, T: 'static>(
+        &'a self,
+        store: impl Into<StoreContextMut<'a, T>>,
+    ) -> impl ExactSizeIterator<Item = Export<'a>> + 'a {
+        let store = store.into();
+        let opaque: &'a mut StoreOpaque = &mut store.0.opaque;
+        opaque.assert_store(self.store, "instance");
+        let indices: Vec<EntityIndex> = opaque.instances[self.index as usize]
+            .module()
+            .info()
+            .exports
+            .iter()
+            .map(|(_, index)| *index)
+            .collect();
+        let definitions: Vec<Extern> = indices
+            .into_iter()
+            .map(|index| export_extern(opaque, self.index, index))
+            .collect();
+        let opaque: &'a StoreOpaque = opaque;
+        let module: &'a Module = opaque.instances[self.index as usize].module();
+        let items: Vec<Export<'a>> = module
+            .info()
+            .exports
+            .iter()
+            .zip(definitions)
+            .map(|((name, _), definition)| Export::new(name, definition))
+            .collect();
+        items.into_iter()
+    }
+
+    /// Looks up an exported [`Extern`] value by name.
+    ///
+    /// Returns `None` if there is no export named `name`.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `store` does not own this instance.
+    pub fn get_export(&self, mut store: impl AsContextMut, name: &str) -> Option<Extern> {
+        let store = store.as_context_mut();
+        let opaque = &mut store.0.opaque;
+        opaque.assert_store(self.store, "instance");
+        let index = opaque.instances[self.index as usize]
+            .module()
+            .export_index(name)?;
+        Some(export_extern(opaque, self.index, index))
+    }
+
+    /// Looks up an exported [`Func`] value by name.
+    ///
+    /// Returns `None` if there was no export named `name`, or if there was
+    /// but it wasn't a function.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `store` does not own this instance.
+    pub fn get_func(&self, store: impl AsContextMut, name: &str) -> Option<Func> {
+        self.get_export(store, name)?.into_func()
+    }
+
+    /// Looks up an exported [`Func`] value by name and with its type.
+    ///
+    /// # Errors
+    ///
+    /// Fails if there is no function export named `name` or its type does
+    /// not match `Params` and `Results`.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `store` does not own this instance.
+    pub fn get_typed_func<Params, Results>(
+        &self,
+        mut store: impl AsContextMut,
+        name: &str,
+    ) -> Result<TypedFunc<Params, Results>>
+    where
+        Params: WasmParams,
+        Results: WasmResults,
+    {
+        let f = self
+            .get_export(store.as_context_mut(), name)
+            .and_then(|f| f.into_func())
+            .ok_or_else(|| anyhow!("failed to find function export `{name}`"))?;
+        f.typed::<Params, Results>(store)
+            .with_context(|| format!("failed to convert function `{name}` to given type"))
+    }
+
+    /// Looks up an exported [`Table`] value by name.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `store` does not own this instance.
+    pub fn get_table(&self, store: impl AsContextMut, name: &str) -> Option<Table> {
+        self.get_export(store, name)?.into_table()
+    }
+
+    /// Looks up an exported [`Memory`] value by name.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `store` does not own this instance.
+    pub fn get_memory(&self, store: impl AsContextMut, name: &str) -> Option<Memory> {
+        self.get_export(store, name)?.into_memory()
+    }
+
+    /// Looks up an exported shared memory by name (never found: this
+    /// runtime has no shared memories).
+    ///
+    /// # Panics
+    ///
+    /// Panics if `store` does not own this instance.
+    pub fn get_shared_memory(
+        &self,
+        store: impl AsContextMut,
+        name: &str,
+    ) -> Option<crate::SharedMemory> {
+        self.get_export(store, name)?.into_shared_memory()
+    }
+
+    /// Looks up an exported [`Global`] value by name.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `store` does not own this instance.
+    pub fn get_global(&self, store: impl AsContextMut, name: &str) -> Option<Global> {
+        self.get_export(store, name)?.into_global()
+    }
+}
+
+/// The [`Extern`] for export `index` of instance `instance`.
+fn export_extern(store: &mut StoreOpaque, instance: u32, index: EntityIndex) -> Extern {
+    let id = store.id();
+    let inst = &store.instances[instance as usize];
+    match index {
+        EntityIndex::Function(f) => {
+            if let Some(imported) = inst.imported_funcs.get(f.index()) {
+                return Extern::Func(Func {
+                    store: id,
+                    index: *imported,
+                });
+            }
+            let raw = inst.func_ref(f) as usize;
+            // SAFETY: a defined function's `VMFuncRef` in a live instance of
+            // this store.
+            let func = unsafe { store.func_from_raw(raw) };
+            Extern::Func(func.expect("function references of defined functions are never null"))
+        }
+        EntityIndex::Memory(m) => Extern::Memory(Memory {
+            store: id,
+            index: inst.memories[m.index()] as u32,
+        }),
+        EntityIndex::Table(t) => Extern::Table(Table {
+            store: id,
+            index: inst.tables[t.index()] as u32,
+        }),
+        EntityIndex::Global(g) => Extern::Global(Global {
+            store: id,
+            index: inst.globals[g.index()] as u32,
+        }),
+    }
+}
+
+/// Checks that `imports` satisfy `module`'s imports in `store`.
+fn typecheck_imports(store: &StoreOpaque, module: &Module, imports: &[Extern]) -> Result<()> {
+    if !Engine::same(store.engine(), module.engine()) {
+        bail!("cross-`Engine` instantiation is not currently supported");
+    }
+    let info = module.info();
+    if info.imports.len() != imports.len() {
+        bail!(
+            "expected {} imports, found {}",
+            info.imports.len(),
+            imports.len()
+        );
+    }
+    for (import, actual) in info.imports.iter().zip(imports) {
+        if !actual.comes_from_same_store(store) {
+            bail!("cross-`Store` instantiation is not currently supported");
+        }
+        typecheck_import(store, module, &import.ty, actual).with_context(|| {
+            format!(
+                "incompatible import type for `{}::{}`",
+                import.module, import.field
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Checks that `actual` can satisfy an import of type `expected`.
+pub(crate) fn typecheck_import(
+    store: &StoreOpaque,
+    module: &Module,
+    expected: &EntityType,
+    actual: &Extern,
+) -> Result<()> {
+    let desc = actual.desc();
+    match (expected, actual) {
+        (EntityType::Function(ty), Extern::Func(f)) => {
+            let data = store.func_data(f)?;
+            let expected = module.type_id(*ty);
+            if data.ty != expected {
+                let sigs = store.engine().signatures();
+                let show = |t| {
+                    sigs.get(t)
+                        .map(|t| t.to_string())
+                        .unwrap_or_else(|| "<unknown>".to_string())
+                };
+                bail!(
+                    "types incompatible: expected type `{}`, found type `{}`",
+                    show(expected),
+                    show(data.ty)
+                );
+            }
+        }
+        (EntityType::Global(expected), Extern::Global(g)) => {
+            let actual = store.globals[g.index as usize].ty;
+            if expected.content != actual.content {
+                bail!(
+                    "global types incompatible: expected global of type `{}`, found global of type `{}`",
+                    expected.content,
+                    actual.content
+                );
+            }
+            if expected.mutable != actual.mutable {
+                let m = |b| if b { "mutable" } else { "immutable" };
+                bail!(
+                    "global types incompatible: expected {} global, found {} global",
+                    m(expected.mutable),
+                    m(actual.mutable)
+                );
+            }
+        }
+        (EntityType::Table(expected), Extern::Table(t)) => {
+            let table = &store.tables[t.index as usize];
+            let actual = table.ty();
+            if expected.element != actual.element {
+                bail!(
+                    "table types incompatible: expected table of type `{}`, found table of type `{}`",
+                    WasmValType::Ref(expected.element),
+                    WasmValType::Ref(actual.element)
+                );
+            }
+            match_limits(
+                expected.minimum,
+                expected.maximum,
+                table.size(),
+                actual.maximum,
+                "table",
+            )?;
+        }
+        (EntityType::Memory(expected), Extern::Memory(m)) => {
+            let memory = &store.memories[m.index as usize];
+            match_limits(
+                expected.minimum,
+                expected.maximum,
+                memory.pages(),
+                memory.ty().maximum,
+                "memory",
+            )?;
+        }
+        (EntityType::Function(_), _) => bail!("expected func, but found {desc}"),
+        (EntityType::Global(_), _) => bail!("expected global, but found {desc}"),
+        (EntityType::Table(_), _) => bail!("expected table, but found {desc}"),
+        (EntityType::Memory(_), _) => bail!("expected memory, but found {desc}"),
+    }
+    Ok(())
+}
+
+fn match_limits(
+    expected_min: u64,
+    expected_max: Option<u64>,
+    actual_min: u64,
+    actual_max: Option<u64>,
+    desc: &str,
+) -> Result<()> {
+    let max_ok = match expected_max {
+        Some(expected) => actual_max.is_some_and(|actual| actual <= expected),
+        None => true,
+    };
+    if expected_min <= actual_min && max_ok {
+        return Ok(());
+    }
+    let limits = |min: u64, max: Option<u64>| {
+        format!(
+            "min: {}, max: {}",
+            min,
+            max.map(|s| s.to_string())
+                .unwrap_or_else(|| "none".to_string())
+        )
+    };
+    bail!(
+        "{desc} types incompatible: expected {desc} limits ({}) doesn't match provided {desc} limits ({})",
+        limits(expected_min, expected_max),
+        limits(actual_min, actual_max)
+    )
+}
+
+/// Instantiates `module` in `store` with type-checked `imports`.
+fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> Result<Instance> {
+    let info = module.info();
+    store.bump_resource_counts(
+        info.num_defined_memories() as usize,
+        info.num_defined_tables() as usize,
+    )?;
+    store.register_module(module);
+    let engine = store.engine().clone();
+    let id = u32::try_from(store.instances.len()).context("too many instances in one store")?;
+    let store_ptr: *mut StoreOpaque = store;
+    let mut instance = vm::Instance::new(
+        module,
+        store_ptr,
+        store.vm_store_context_ptr(),
+        engine.epoch_counter(),
+        id,
+    )?;
+
+    // Imports.
+    for (import, item) in info.imports.iter().zip(imports) {
+        match (import.index, item) {
+            (EntityIndex::Function(f), Extern::Func(func)) => {
+                let data = store.func_data(func)?;
+                // SAFETY: both `VMFuncRef`s are valid; the slot is inside
+                // the new `VMContext`.
+                unsafe {
+                    let src = data.func_ref.as_ptr();
+                    instance.func_ref(f).write(VMFuncRef {
+                        wasm_call: (*src).wasm_call,
+                        array_call: (*src).array_call,
+                        vmctx: (*src).vmctx,
+                        type_index: (*src).type_index,
+                    });
+                }
+                instance.imported_funcs.push(func.index);
+            }
+            (EntityIndex::Memory(m), Extern::Memory(mem)) => {
+                let from = store.memories[mem.index as usize].definition();
+                // SAFETY: the slot is inside the new `VMContext`.
+                unsafe { instance.imported_memory(m).write(VMMemoryImport { from }) };
+                instance.memories.push(mem.index as usize);
+            }
+            (EntityIndex::Table(t), Extern::Table(table)) => {
+                let from = store.tables[table.index as usize].definition();
+                // SAFETY: the slot is inside the new `VMContext`.
+                unsafe { instance.imported_table(t).write(VMTableImport { from }) };
+                instance.tables.push(table.index as usize);
+            }
+            (EntityIndex::Global(g), Extern::Global(global)) => {
+                let from = store.globals[global.index as usize].definition;
+                // SAFETY: the slot is inside the new `VMContext`.
+                unsafe { instance.imported_global(g).write(VMGlobalImport { from }) };
+                instance.globals.push(global.index as usize);
+            }
+            _ => bail!("import kind mismatch"),
+        }
+    }
+
+    // Defined function references (before anything that may take a
+    // `ref.func`).
+    for i in 0..info.num_defined_funcs() {
+        let defined = DefinedFuncIndex::from_u32(i);
+        let index = info.func_index(defined);
+        // SAFETY: the slot is inside the new `VMContext`.
+        unsafe {
+            instance.func_ref(index).write(VMFuncRef {
+                wasm_call: module.function_address(defined),
+                array_call: None,
+                vmctx: instance.vmctx(),
+                type_index: module.type_id(info.functions[index]),
+            });
+        }
+    }
+
+    // Memories.
+    for (defined, ty) in info
+        .memories
+        .values()
+        .skip(info.num_imported_memories as usize)
+        .enumerate()
+    {
+        let def = instance.memory_definition(wasmtime_environ::DefinedMemoryIndex::new(defined));
+        // SAFETY: the definition slot lives in the `VMContext`, which the
+        // store keeps alive as long as the memory.
+        let id = unsafe { store.new_memory(ty, Some(def))? };
+        instance.memories.push(id);
+    }
+
+    // Tables, null-initialized for now.
+    for (defined, ty) in info
+        .tables
+        .values()
+        .skip(info.num_imported_tables as usize)
+        .enumerate()
+    {
+        let def = instance.table_definition(wasmtime_environ::DefinedTableIndex::new(defined));
+        // SAFETY: as for memories.
+        let id = unsafe { store.new_table(ty, 0, Some(def))? };
+        instance.tables.push(id);
+    }
+
+    // Globals, in order (an initializer may read earlier globals).
+    for (defined, init) in info.global_inits.iter() {
+        let index = info.global_index(defined);
+        let ty = info.globals[index];
+        let value = instance.eval_const(store, init)?;
+        let def = instance.global_definition(defined);
+        // SAFETY: the storage slot is inside the `VMContext`.
+        unsafe { vm::Instance::write_global(def, value, ty.content) };
+        let id = store.push_global(ty, Some(def));
+        instance.globals.push(id);
+    }
+
+    // Table initial values.
+    for (defined, init) in info.table_inits.iter() {
+        if let Some(init) = init {
+            let value = instance.eval_const(store, init)?.get_reference();
+            let index = info.table_index(defined);
+            let table = &mut store.tables[instance.tables[index.index()]];
+            let size = table.size();
+            table.fill(0, value, size);
+        }
+    }
+
+    store.instances.push(instance);
+    let instance_ref = &store.instances[id as usize];
+    let handle = Instance {
+        store: store.id(),
+        index: id,
+    };
+
+    // Active element segments, then active data segments, in order.
+    let instance_ptr: *const vm::Instance = &**instance_ref;
+    // SAFETY: the instance is boxed in the store and outlives this
+    // function; only its drop flags are mutated below, through the store.
+    let instance_ref = unsafe { &*instance_ptr };
+    for (index, segment) in info.elements.iter() {
+        match &segment.mode {
+            ElementMode::Active { table, offset } => {
+                let offset = instance_ref.eval_const(store, offset)?.get_i32() as u32;
+                let items = instance_ref.element_items(store, index)?;
+                let table_id = instance_ref.tables[table.index()];
+                if !store.tables[table_id].init(u64::from(offset), &items) {
+                    return Err(Trap::TableOutOfBounds.into());
+                }
+                store.instances[id as usize].dropped_elems[index.index()] = true;
+            }
+            ElementMode::Declared => {
+                store.instances[id as usize].dropped_elems[index.index()] = true;
+            }
+            ElementMode::Passive => {}
+        }
+    }
+    for (index, segment) in info.data.iter() {
+        if let DataMode::Active { memory, offset } = &segment.mode {
+            let offset = instance_ref.eval_const(store, offset)?.get_i32() as u32 as usize;
+            let memory = &store.memories[instance_ref.memories[memory.index()]];
+            let bytes = info.data_segment_bytes(index);
+            let fits = offset
+                .checked_add(bytes.len())
+                .is_some_and(|end| end <= memory.byte_size());
+            if !fits {
+                return Err(Trap::MemoryOutOfBounds.into());
+            }
+            // SAFETY: bounds-checked above; the segment bytes are not in
+            // linear memory.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    bytes.as_ptr(),
+                    memory.base().add(offset),
+                    bytes.len(),
+                )
+            };
+            store.instances[id as usize].dropped_data[index.index()] = true;
+        }
+    }
+
+    if let Some(start) = info.start {
+        let Extern::Func(f) = export_extern(store, id, EntityIndex::Function(start)) else {
+            bail!("start function is not a function");
+        };
+        // SAFETY: the start function takes and returns nothing (validated).
+        unsafe { crate::runtime::func::call_raw(store, &f, &mut [])? };
+    }
+    Ok(handle)
+}
+
+/// An instance, pre-instantiation, that is ready to be instantiated.
+///
+/// This structure represents an instance *just before* it was instantiated,
+/// after all type-checking and imports have been resolved. The only thing
+/// left to do for this instance is to actually run the process of
+/// instantiation.
+///
+/// Created by [`Linker::instantiate_pre`](crate::Linker::instantiate_pre).
+pub struct InstancePre<T> {
+    module: Module,
+    items: Vec<Definition>,
+    _marker: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for InstancePre<T> {
+    fn clone(&self) -> Self {
+        InstancePre {
+            module: self.module.clone(),
+            items: self.items.clone(),
+            _marker: PhantomData,
+        }
+    }
+}
+
+impl<T> fmt::Debug for InstancePre<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InstancePre")
+            .field("module", &self.module)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: 'static> InstancePre<T> {
+    pub(crate) fn new(module: &Module, items: Vec<Definition>) -> InstancePre<T> {
+        InstancePre {
+            module: module.clone(),
+            items,
+            _marker: PhantomData,
+        }
+    }
+
+    /// Returns a reference to the module that this [`InstancePre`] will be
+    /// instantiating.
+    pub fn module(&self) -> &Module {
+        &self.module
+    }
+
+    /// Instantiates this instance, creating a new instance within the
+    /// provided `store`.
+    ///
+    /// # Errors
+    ///
+    /// Fails like [`Instance::new`]; also if an item defined in the linker
+    /// belongs to a different store.
+    pub fn instantiate(&self, mut store: impl AsContextMut<Data = T>) -> Result<Instance> {
+        let store = store.as_context_mut();
+        let opaque = &mut store.0.opaque;
+        let imports = self
+            .items
+            .iter()
+            .map(|def| def.to_extern(opaque))
+            .collect::<Result<Vec<_>>>()?;
+        typecheck_imports(opaque, &self.module, &imports)?;
+        instantiate(opaque, &self.module, &imports)
+    }
+}

@@ -1,0 +1,295 @@
+//! [`Memory`]: linear memories.
+
+use crate::runtime::store::{StoreId, StoreOpaque};
+use crate::runtime::vm;
+use crate::{AsContext, AsContextMut, Engine, MemoryType, StoreContext, StoreContextMut};
+use anyhow::{Result, bail};
+use std::fmt;
+
+/// Error for out of bounds [`Memory`] access.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct MemoryAccessError {
+    // Keep struct internals private for future extensibility.
+    _private: (),
+}
+
+impl fmt::Display for MemoryAccessError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "out of bounds memory access")
+    }
+}
+
+impl std::error::Error for MemoryAccessError {}
+
+/// A WebAssembly linear memory.
+///
+/// WebAssembly memories represent a contiguous array of bytes that have a
+/// size that is always a multiple of the WebAssembly page size, currently
+/// 64 kilobytes.
+///
+/// A `Memory` is a handle into the [`Store`](crate::Store) that owns it:
+/// created by a module instance or by [`Memory::new`]. Its base address may
+/// change when it grows (depending on
+/// [`Config::memory_may_move`](crate::Config::memory_may_move)), so slices
+/// obtained from [`Memory::data`] must not be held across calls that can
+/// grow it; the borrow checker enforces this through the store borrow.
+#[derive(Copy, Clone, Debug)]
+pub struct Memory {
+    pub(crate) store: StoreId,
+    pub(crate) index: u32,
+}
+
+impl Memory {
+    /// Creates a new WebAssembly memory given the configuration of `ty`.
+    ///
+    /// The memory is allocated by the engine's memory settings (reservation,
+    /// guards) and starts with `ty.minimum()` zeroed pages.
+    ///
+    /// # Errors
+    ///
+    /// Fails if the minimum exceeds 65536 pages (4 GiB), the maximum is
+    /// smaller than the minimum, or the address space cannot be reserved.
+    pub fn new(mut store: impl AsContextMut, ty: MemoryType) -> Result<Memory> {
+        let store = store.as_context_mut();
+        let opaque = &mut store.0.opaque;
+        // SAFETY: the memory owns its definition.
+        let index = unsafe { opaque.new_memory(ty.wasm(), None)? };
+        Ok(Memory {
+            store: opaque.id(),
+            index: u32::try_from(index)?,
+        })
+    }
+
+    fn vm<'a>(&self, store: &'a StoreOpaque) -> &'a vm::Memory {
+        store.assert_store(self.store, "memory");
+        &store.memories[self.index as usize]
+    }
+
+    /// Returns the underlying type of this memory.
+    ///
+    /// # Panics
+    ///
+    /// Panics if this memory doesn't belong to `store`.
+    pub fn ty(&self, store: impl AsContext) -> MemoryType {
+        let store = store.as_context();
+        MemoryType::from_wasm(self.vm(&store.0.opaque).ty())
+    }
+
+    /// Safely reads memory contents at the given offset into a buffer.
+    ///
+    /// # Errors
+    ///
+    /// Returns an error if `offset + buffer.len()` is past the end of the
+    /// memory.
+    ///
+    /// # Panics
+    ///
+    /// Panics if this memory doesn't belong to `store`.
+    pub fn read(
+        &self,
+        store: impl AsContext,
+        offset: usize,
+        buffer: &mut [u8],
+    ) -> Result<(), MemoryAccessError> {
+        let store = store.as_context();
+        let data = self.data(&store);
+        let src = offset
+            .checked_add(buffer.len())
+            .and_then(|end| data.get(offset..end))
+            .ok_or(MemoryAccessError { _private: () })?;
+        buffer.copy_from_slice(src);
+        Ok(())
+    }
+
+    /// Safely writes contents of a buffer to this memory at the given
+    /// offset.
+    ///
+    /// # Errors
+    ///
+    /// Returns an error if `offset + buffer.len()` is past the end of the
+    /// memory.
+    ///
+    /// # Panics
+    ///
+    /// Panics if this memory doesn't belong to `store`.
+    pub fn write(
+        &self,
+        mut store: impl AsContextMut,
+        offset: usize,
+        buffer: &[u8],
+    ) -> Result<(), MemoryAccessError> {
+        let mut store = store.as_context_mut();
+        let data = self.data_mut(&mut store);
+        let dst = offset
+            .checked_add(buffer.len())
+            .and_then(|end| data.get_mut(offset..end))
+            .ok_or(MemoryAccessError { _private: () })?;
+        dst.copy_from_slice(buffer);
+        Ok(())
+    }
+
+    /// Returns this memory as a native Rust shared slice.
+    ///
+    /// # Panics
+    ///
+    /// Panics if this memory doesn't belong to `store`.
+    pub fn data<'a, T: 'static>(&self, store: impl Into<StoreContext<'a, T>>) -> &'a [u8] {
+        let store = store.into();
+        let opaque: &'a StoreOpaque = &store.0.opaque;
+        let memory = self.vm(opaque);
+        if memory.byte_size() == 0 {
+            return &[];
+        }
+        // SAFETY: the memory's first `byte_size` bytes are mapped
+        // read-write; the store borrow keeps Wasm from running (and the
+        // memory from growing or moving) for `'a`.
+        unsafe { std::slice::from_raw_parts(memory.base(), memory.byte_size()) }
+    }
+
+    /// Returns this memory as a native Rust mutable slice.
+    ///
+    /// # Panics
+    ///
+    /// Panics if this memory doesn't belong to `store`.
+    pub fn data_mut<'a, T: 'static>(
+        &self,
+        store: impl Into<StoreContextMut<'a, T>>,
+    ) -> &'a mut [u8] {
+        let store = store.into();
+        let opaque: &'a mut StoreOpaque = &mut store.0.opaque;
+        let memory = self.vm(opaque);
+        if memory.byte_size() == 0 {
+            return &mut [];
+        }
+        // SAFETY: as for `data`, and the store is borrowed exclusively.
+        unsafe { std::slice::from_raw_parts_mut(memory.base(), memory.byte_size()) }
+    }
+
+    /// Same as [`Memory::data_mut`], but also returns the `T` from the
+    /// store.
+    ///
+    /// # Panics
+    ///
+    /// Panics if this memory doesn't belong to `store`.
+    pub fn data_and_store_mut<'a, T: 'static>(
+        &self,
+        store: impl Into<StoreContextMut<'a, T>>,
+    ) -> (&'a mut [u8], &'a mut T) {
+        let store = store.into();
+        let inner = store.0;
+        let memory = self.vm(&inner.opaque);
+        let (base, len) = (memory.base(), memory.byte_size());
+        let data: &'a mut [u8] = if len == 0 {
+            &mut []
+        } else {
+            // SAFETY: as for `data_mut`; the linear memory is not part of
+            // `T`, so the two borrows are disjoint.
+            unsafe { std::slice::from_raw_parts_mut(base, len) }
+        };
+        (data, &mut inner.data)
+    }
+
+    /// Returns the base pointer, in the host's address space, that the
+    /// memory is located at.
+    ///
+    /// # Panics
+    ///
+    /// Panics if this memory doesn't belong to `store`.
+    pub fn data_ptr(&self, store: impl AsContext) -> *mut u8 {
+        let store = store.as_context();
+        self.vm(&store.0.opaque).base()
+    }
+
+    /// Returns the byte length of this memory.
+    ///
+    /// # Panics
+    ///
+    /// Panics if this memory doesn't belong to `store`.
+    pub fn data_size(&self, store: impl AsContext) -> usize {
+        let store = store.as_context();
+        self.vm(&store.0.opaque).byte_size()
+    }
+
+    /// Returns the size, in WebAssembly pages, of this wasm memory.
+    ///
+    /// # Panics
+    ///
+    /// Panics if this memory doesn't belong to `store`.
+    pub fn size(&self, store: impl AsContext) -> u64 {
+        let store = store.as_context();
+        self.vm(&store.0.opaque).pages()
+    }
+
+    /// Returns the byte size of this memory's pages (always 65536 here).
+    pub fn page_size(&self, store: impl AsContext) -> u64 {
+        let _ = store;
+        wasmtime_environ::WASM_PAGE_SIZE
+    }
+
+    /// Returns the log2 of this memory's page size (always 16 here).
+    pub fn page_size_log2(&self, store: impl AsContext) -> u8 {
+        let _ = store;
+        16
+    }
+
+    /// Grows this WebAssembly memory by `delta` pages.
+    ///
+    /// On success returns the number of pages this memory previously had
+    /// before the growth succeeded. New pages are zeroed.
+    ///
+    /// # Errors
+    ///
+    /// Fails if the memory would exceed its maximum (declared, or 4 GiB), or
+    /// if it would need to move and may not (see
+    /// [`Config::memory_may_move`](crate::Config::memory_may_move)).
+    ///
+    /// # Panics
+    ///
+    /// Panics if this memory doesn't belong to `store`.
+    pub fn grow(&self, mut store: impl AsContextMut, delta: u64) -> Result<u64> {
+        let store = store.as_context_mut();
+        let opaque = &mut store.0.opaque;
+        opaque.assert_store(self.store, "memory");
+        match opaque.grow_memory(self.index as usize, delta)? {
+            Some(old) => Ok(old),
+            None => bail!("failed to grow memory by `{delta}`"),
+        }
+    }
+
+    pub(crate) fn comes_from_same_store(&self, store: &StoreOpaque) -> bool {
+        self.store == store.id()
+    }
+}
+
+/// A memory shared between threads (threads proposal).
+///
+/// This runtime does not implement the threads proposal: no
+/// `SharedMemory` can be created. The type exists for API compatibility.
+#[derive(Clone)]
+pub struct SharedMemory {
+    _private: (),
+}
+
+impl fmt::Debug for SharedMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedMemory").finish_non_exhaustive()
+    }
+}
+
+impl SharedMemory {
+    /// Would create a shared memory; always fails here.
+    ///
+    /// # Errors
+    ///
+    /// Always: shared memories are not supported.
+    pub fn new(engine: &Engine, ty: MemoryType) -> Result<Self> {
+        let _ = (engine, ty);
+        bail!("shared memories (threads proposal) are not supported by this runtime")
+    }
+
+    /// The memory's type.
+    pub fn ty(&self) -> MemoryType {
+        MemoryType::new(0, Some(0))
+    }
+}

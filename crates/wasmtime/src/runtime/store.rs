@@ -1,0 +1,1116 @@
+//! [`Store`]: the owner of all WebAssembly objects, and its contexts.
+//!
+//! A store owns everything created in it: instances (and their
+//! `VMContext`s), functions, memories, tables, globals and extern
+//! references. Public handles ([`Func`], [`Memory`], ...) are a store id plus
+//! an index into one of the store's lists, checked on every use. Nothing is
+//! freed before the store itself drops: there is no garbage collection, so
+//! for example every [`ExternRef`](crate::ExternRef) created in a store lives
+//! until the store is dropped.
+//!
+//! # Finding the store from compiled code
+//!
+//! Compiled code only has `VMContext` pointers. The runtime finds the store
+//! from them as follows:
+//!
+//! * an instance's `VMContext` is preceded by a pointer to its
+//!   [`vm::Instance`], which records the owning store;
+//! * a host function's context (a [`VMHostFunc`], starting with the
+//!   `VMHostFuncContextHeader` compiled code expects) records the owning
+//!   store as well.
+//!
+//! Both point at the [`StoreOpaque`], which is the first field of the boxed,
+//! `#[repr(C)]` [`StoreInner<T>`], so generic code that knows `T` casts the
+//! pointer back to the whole store.
+
+use crate::runtime::func::{FuncData, FuncKind, HostFunc, VMHostFunc};
+use crate::runtime::trap::{FrameInfo, WasmBacktrace};
+use crate::runtime::vm::{self, CodeMemory, CodeRegistry, RawFrame, TrapRecord};
+use crate::{DEFAULT_INSTANCE_LIMIT, DEFAULT_MEMORY_LIMIT, DEFAULT_TABLE_LIMIT, ResourceLimiter};
+use crate::{Engine, Func, Module, Trap};
+use anyhow::{Result, anyhow, bail};
+use std::any::Any;
+use std::cell::UnsafeCell;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::mem::ManuallyDrop;
+use std::num::NonZeroU64;
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use wasmtime_environ::vm::{VMFuncRef, VMGlobalDefinition, VMStoreContext};
+use wasmtime_environ::{
+    TrapSiteKind, WASM_PAGE_SIZE, WasmGlobalType, WasmMemoryType, WasmTableType,
+};
+
+/// A unique identifier of a store within the process.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct StoreId(NonZeroU64);
+
+impl StoreId {
+    fn allocate() -> StoreId {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        StoreId(NonZeroU64::new(id).expect("store id counter overflowed"))
+    }
+}
+
+/// A [`Store`] is a collection of WebAssembly instances and host-defined
+/// state.
+///
+/// All WebAssembly instances and items will be attached to and refer to a
+/// [`Store`]. For example instances, functions, globals, and tables are all
+/// attached to a [`Store`]. Instances are created by instantiating a
+/// [`Module`] within a [`Store`].
+///
+/// A [`Store`] is intended to be a short-lived object in a program. No form
+/// of GC is implemented at this time so once an instance is created within a
+/// [`Store`] it will not be deallocated until the [`Store`] itself is
+/// dropped. The same holds for functions, memories, tables, globals and
+/// extern references created in the store.
+///
+/// A `Store<T>` carries embedder data of type `T`, reachable from host
+/// functions through [`Caller::data`](crate::Caller::data).
+pub struct Store<T: 'static> {
+    inner: ManuallyDrop<Box<StoreInner<T>>>,
+}
+
+/// The store proper: the type-erased part first, so that a pointer to the
+/// [`StoreOpaque`] is also a pointer to the `StoreInner<T>`.
+#[repr(C)]
+pub(crate) struct StoreInner<T: 'static> {
+    pub(crate) opaque: StoreOpaque,
+    pub(crate) data: ManuallyDrop<T>,
+    limiter: Option<LimiterFn<T>>,
+    epoch_callback: Option<EpochCallback<T>>,
+}
+
+/// The accessor installed by [`Store::limiter`].
+type LimiterFn<T> = Box<dyn (FnMut(&mut T) -> &mut dyn ResourceLimiter) + Send + Sync>;
+
+/// Runs `f` with the limiter of the `StoreInner<T>` whose `StoreOpaque` is
+/// `opaque`, if one is installed.
+type LimiterAccessor = unsafe fn(*mut StoreOpaque, &mut dyn FnMut(&mut dyn ResourceLimiter));
+
+/// The [`LimiterAccessor`] for stores of `T`.
+///
+/// # Safety
+///
+/// `opaque` must be the `StoreOpaque` of a live `StoreInner<T>`; only the
+/// `limiter` and `data` fields are touched, so the caller may hold a
+/// reference to the `StoreOpaque` itself.
+unsafe fn limiter_accessor<T: 'static>(
+    opaque: *mut StoreOpaque,
+    f: &mut dyn FnMut(&mut dyn ResourceLimiter),
+) {
+    let inner = opaque.cast::<StoreInner<T>>();
+    // SAFETY: per the contract; the two fields are disjoint from the
+    // `StoreOpaque` the caller may be borrowing.
+    let (limiter, data) = unsafe { (&mut (*inner).limiter, &mut (*inner).data) };
+    if let Some(limiter) = limiter {
+        f(limiter(data));
+    }
+}
+
+/// An error or panic left by a host function or builtin, to be surfaced
+/// once the Wasm frames are gone.
+pub(crate) enum PendingError {
+    Error(anyhow::Error),
+    Panic(Box<dyn Any + Send + 'static>),
+}
+
+/// What happens when the epoch deadline is reached.
+#[derive(Clone, Copy, Debug)]
+enum EpochBehavior {
+    Trap,
+    /// Run the callback installed by [`Store::epoch_deadline_callback`]
+    /// (through its type-erased accessor).
+    Callback(EpochAccessor),
+}
+
+/// Runs the epoch-deadline callback of the `StoreInner<T>` whose
+/// `StoreOpaque` is given.
+type EpochAccessor = unsafe fn(*mut StoreOpaque) -> Result<UpdateDeadline>;
+
+/// The epoch-deadline callback of a `Store<T>`.
+type EpochCallback<T> =
+    Box<dyn FnMut(StoreContextMut<'_, T>) -> Result<UpdateDeadline> + Send + Sync>;
+
+/// The [`EpochAccessor`] for stores of `T`.
+///
+/// # Safety
+///
+/// `opaque` must be the `StoreOpaque` of a live `StoreInner<T>` that nothing
+/// else references during the call.
+unsafe fn epoch_accessor<T: 'static>(opaque: *mut StoreOpaque) -> Result<UpdateDeadline> {
+    // SAFETY: per the contract.
+    let inner = unsafe { &mut *opaque.cast::<StoreInner<T>>() };
+    let mut callback = inner.epoch_callback.take();
+    let update = match &mut callback {
+        Some(callback) => callback(StoreContextMut(&mut *inner)),
+        None => Ok(UpdateDeadline::Interrupt),
+    };
+    if inner.epoch_callback.is_none() {
+        inner.epoch_callback = callback;
+    }
+    update
+}
+
+/// What to do when a store's epoch deadline is reached, as decided by the
+/// callback installed with [`Store::epoch_deadline_callback`].
+#[non_exhaustive]
+#[derive(Debug)]
+pub enum UpdateDeadline {
+    /// Halt execution of WebAssembly with [`Trap::Interrupt`].
+    Interrupt,
+    /// Continue executing, setting the deadline to the given number of
+    /// ticks after the current epoch.
+    Continue(u64),
+}
+
+/// A store's data per global.
+pub(crate) struct GlobalData {
+    pub(crate) definition: *mut VMGlobalDefinition,
+    pub(crate) ty: WasmGlobalType,
+    _owned: Option<Box<UnsafeCell<VMGlobalDefinition>>>,
+}
+
+/// The type-erased part of a store.
+///
+/// Objects that compiled code or back pointers refer to are boxed so that
+/// their addresses stay put when the lists grow.
+#[doc(hidden)]
+#[allow(clippy::vec_box, reason = "boxed for stable addresses")]
+pub struct StoreOpaque {
+    id: StoreId,
+    engine: Engine,
+    vm_store_context: Box<UnsafeCell<VMStoreContext>>,
+    code: CodeRegistry,
+    /// Modules whose code is registered, by text start, for backtraces.
+    modules: BTreeMap<usize, Module>,
+    pub(crate) instances: Vec<Box<vm::Instance>>,
+    pub(crate) funcs: Vec<FuncData>,
+    func_by_ref: HashMap<usize, u32>,
+    pub(crate) host_funcs: Vec<Box<VMHostFunc>>,
+    host_func_cache: HashMap<usize, u32>,
+    pub(crate) memories: Vec<Box<vm::Memory>>,
+    pub(crate) tables: Vec<Box<vm::Table>>,
+    pub(crate) globals: Vec<GlobalData>,
+    pub(crate) externrefs: Vec<Box<dyn Any + Send + Sync>>,
+    pending: Option<PendingError>,
+    epoch_behavior: EpochBehavior,
+    limiter: Option<LimiterAccessor>,
+    instance_limit: usize,
+    memory_limit: usize,
+    table_limit: usize,
+}
+
+// SAFETY: the raw pointers in a store point into memory the store owns (or
+// into engine-owned code), and a store is used by one thread at a time
+// (`&mut` access); moving it between threads moves all of it.
+unsafe impl Send for StoreOpaque {}
+// SAFETY: shared access to a store only reads.
+unsafe impl Sync for StoreOpaque {}
+
+impl<T> Store<T> {
+    /// Creates a new [`Store`] to be associated with the given [`Engine`]
+    /// and `data` provided.
+    ///
+    /// The created [`Store`] will place no additional limits on the size of
+    /// linear memories or tables at runtime.
+    pub fn new(engine: &Engine, data: T) -> Self {
+        let inner = Box::new(StoreInner {
+            opaque: StoreOpaque::new(engine),
+            data: ManuallyDrop::new(data),
+            limiter: None,
+            epoch_callback: None,
+        });
+        Store {
+            inner: ManuallyDrop::new(inner),
+        }
+    }
+
+    /// Access the underlying data owned by this `Store`.
+    pub fn data(&self) -> &T {
+        &self.inner.data
+    }
+
+    /// Access the underlying data owned by this `Store`.
+    pub fn data_mut(&mut self) -> &mut T {
+        &mut self.inner.data
+    }
+
+    /// Consumes this [`Store`], destroying it, and returns the underlying
+    /// data.
+    pub fn into_data(mut self) -> T {
+        // SAFETY: `self` is forgotten right after, so neither field is used
+        // or dropped again.
+        unsafe {
+            let mut inner = ManuallyDrop::take(&mut self.inner);
+            std::mem::forget(self);
+            let data = ManuallyDrop::take(&mut inner.data);
+            drop(inner);
+            data
+        }
+    }
+
+    /// Returns the [`Engine`] that this store is associated with.
+    pub fn engine(&self) -> &Engine {
+        &self.inner.opaque.engine
+    }
+
+    /// Returns the amount of fuel left in this store.
+    ///
+    /// # Errors
+    ///
+    /// Fails if fuel consumption is not enabled via
+    /// [`Config::consume_fuel`](crate::Config::consume_fuel).
+    pub fn get_fuel(&self) -> Result<u64> {
+        self.inner.opaque.get_fuel()
+    }
+
+    /// Sets the fuel of this store to `fuel`.
+    ///
+    /// Compiled code consumes fuel as it executes and traps with
+    /// [`Trap::OutOfFuel`] when none is left. A store starts with no fuel.
+    ///
+    /// # Errors
+    ///
+    /// Fails if fuel consumption is not enabled via
+    /// [`Config::consume_fuel`](crate::Config::consume_fuel).
+    pub fn set_fuel(&mut self, fuel: u64) -> Result<()> {
+        self.inner.opaque.set_fuel(fuel)
+    }
+
+    /// Sets the epoch deadline to `ticks_beyond_current` ticks after the
+    /// engine's current epoch.
+    ///
+    /// With [`Config::epoch_interruption`](crate::Config::epoch_interruption)
+    /// enabled, compiled code checks the engine's epoch at function entries
+    /// and loop headers; once [`Engine::increment_epoch`] has been called
+    /// `ticks_beyond_current` times, execution traps with
+    /// [`Trap::Interrupt`]. A store's deadline starts at 0, which has always
+    /// elapsed, so a store running such code must set a deadline first.
+    pub fn set_epoch_deadline(&mut self, ticks_beyond_current: u64) {
+        self.inner.opaque.set_epoch_deadline(ticks_beyond_current);
+    }
+
+    /// Configures epoch-deadline expiration to trap with
+    /// [`Trap::Interrupt`] (the default).
+    ///
+    /// Note that when this is used it's required to call
+    /// [`Store::set_epoch_deadline`] or otherwise wasm will always
+    /// immediately trap.
+    pub fn epoch_deadline_trap(&mut self) {
+        self.inner.opaque.epoch_behavior = EpochBehavior::Trap;
+        self.inner.epoch_callback = None;
+    }
+
+    /// Configures epoch-deadline expiration to invoke a custom callback
+    /// function.
+    ///
+    /// When the epoch deadline is reached, the callback decides: return
+    /// [`UpdateDeadline::Continue`] with a number of ticks to set a new
+    /// deadline and keep running, [`UpdateDeadline::Interrupt`] to trap with
+    /// [`Trap::Interrupt`], or an error to trap with that error.
+    pub fn epoch_deadline_callback(
+        &mut self,
+        callback: impl FnMut(StoreContextMut<'_, T>) -> Result<UpdateDeadline> + Send + Sync + 'static,
+    ) {
+        self.inner.epoch_callback = Some(Box::new(callback));
+        self.inner.opaque.epoch_behavior = EpochBehavior::Callback(epoch_accessor::<T>);
+    }
+
+    /// Like [`Store::new`]; provided for upstream API compatibility (it
+    /// never fails here).
+    ///
+    /// # Errors
+    ///
+    /// None in this runtime.
+    pub fn try_new(engine: &Engine, data: T) -> Result<Self> {
+        Ok(Store::new(engine, data))
+    }
+
+    /// Configures the [`ResourceLimiter`] used to limit resource creation
+    /// within this [`Store`].
+    ///
+    /// The closure returns the limiter, which typically lives in `T` (for
+    /// example a [`StoreLimits`](crate::StoreLimits) field). The limiter is
+    /// asked before every linear memory or table is created or grown, and
+    /// its instance, memory and table counts (read once, now) bound how many
+    /// of each this store may hold.
+    pub fn limiter(
+        &mut self,
+        mut limiter: impl (FnMut(&mut T) -> &mut dyn ResourceLimiter) + Send + Sync + 'static,
+    ) {
+        let inner = &mut **self.inner;
+        let (instances, tables, memories) = {
+            let l = limiter(&mut inner.data);
+            (l.instances(), l.tables(), l.memories())
+        };
+        inner.opaque.instance_limit = instances;
+        inner.opaque.table_limit = tables;
+        inner.opaque.memory_limit = memories;
+        inner.limiter = Some(Box::new(limiter));
+        inner.opaque.limiter = Some(limiter_accessor::<T>);
+    }
+}
+
+impl<T: Default> Default for Store<T> {
+    fn default() -> Store<T> {
+        Store::new(&Engine::default(), T::default())
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Store<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("id", &self.inner.opaque.id)
+            .field("data", &*self.inner.data)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> Drop for Store<T> {
+    fn drop(&mut self) {
+        // SAFETY: dropped exactly once; the data goes first (it may hold
+        // handles, which are plain ids), then the store's objects.
+        unsafe {
+            ManuallyDrop::drop(&mut self.inner.data);
+            ManuallyDrop::drop(&mut self.inner);
+        }
+    }
+}
+
+impl StoreOpaque {
+    fn new(engine: &Engine) -> StoreOpaque {
+        StoreOpaque {
+            id: StoreId::allocate(),
+            engine: engine.clone(),
+            vm_store_context: Box::new(UnsafeCell::new(VMStoreContext {
+                stack_limit: usize::MAX,
+                fuel_consumed: 0,
+                epoch_deadline: 0,
+                last_wasm_exit_fp: 0,
+                last_wasm_exit_pc: 0,
+            })),
+            code: CodeRegistry::new(),
+            modules: BTreeMap::new(),
+            instances: Vec::new(),
+            funcs: Vec::new(),
+            func_by_ref: HashMap::new(),
+            host_funcs: Vec::new(),
+            host_func_cache: HashMap::new(),
+            memories: Vec::new(),
+            tables: Vec::new(),
+            globals: Vec::new(),
+            externrefs: Vec::new(),
+            pending: None,
+            epoch_behavior: EpochBehavior::Trap,
+            limiter: None,
+            instance_limit: DEFAULT_INSTANCE_LIMIT,
+            memory_limit: DEFAULT_MEMORY_LIMIT,
+            table_limit: DEFAULT_TABLE_LIMIT,
+        }
+    }
+
+    pub(crate) fn id(&self) -> StoreId {
+        self.id
+    }
+
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub(crate) fn vm_store_context_ptr(&self) -> *mut VMStoreContext {
+        self.vm_store_context.get()
+    }
+
+    /// Errors unless `id` is this store's.
+    pub(crate) fn check_store(&self, id: StoreId, what: &str) -> Result<()> {
+        if id != self.id {
+            bail!("{what} used with the wrong store");
+        }
+        Ok(())
+    }
+
+    /// Panics unless `id` is this store's (for APIs that cannot fail, as
+    /// upstream).
+    pub(crate) fn assert_store(&self, id: StoreId, what: &str) {
+        assert!(
+            id == self.id,
+            "object used with the wrong store: a {what} belongs to a different `Store`"
+        );
+    }
+
+    fn get_fuel(&self) -> Result<u64> {
+        if !self.engine.tunables().consume_fuel {
+            bail!("fuel is not configured in this store");
+        }
+        // SAFETY: no Wasm runs concurrently with `&self` access.
+        let consumed = unsafe { (*self.vm_store_context_ptr()).fuel_consumed };
+        Ok(if consumed < 0 {
+            consumed.unsigned_abs()
+        } else {
+            0
+        })
+    }
+
+    fn set_fuel(&mut self, fuel: u64) -> Result<()> {
+        if !self.engine.tunables().consume_fuel {
+            bail!("fuel is not configured in this store");
+        }
+        let fuel = i64::try_from(fuel).unwrap_or(i64::MAX);
+        // SAFETY: exclusive access to the store.
+        unsafe { (*self.vm_store_context_ptr()).fuel_consumed = -fuel };
+        Ok(())
+    }
+
+    fn set_epoch_deadline(&mut self, ticks: u64) {
+        let deadline = self.engine.current_epoch().saturating_add(ticks);
+        // SAFETY: exclusive access to the store.
+        unsafe { (*self.vm_store_context_ptr()).epoch_deadline = deadline };
+    }
+
+    /// The `new_epoch` builtin's policy: `Err` to trap.
+    ///
+    /// # Safety
+    ///
+    /// `store` must be live and not otherwise referenced (the callback gets
+    /// the whole store).
+    pub(crate) unsafe fn new_epoch(store: *mut StoreOpaque) -> Result<()> {
+        // SAFETY: per the contract.
+        let behavior = unsafe { (*store).epoch_behavior };
+        let update = match behavior {
+            EpochBehavior::Trap => UpdateDeadline::Interrupt,
+            // SAFETY: the accessor was installed for this store's `T`.
+            EpochBehavior::Callback(accessor) => unsafe { accessor(store)? },
+        };
+        match update {
+            UpdateDeadline::Interrupt => Err(Trap::Interrupt.into()),
+            UpdateDeadline::Continue(ticks) => {
+                // SAFETY: per the contract.
+                unsafe { (*store).set_epoch_deadline(ticks) };
+                Ok(())
+            }
+        }
+    }
+
+    /// The `out_of_gas` builtin's policy: `Err` to trap.
+    pub(crate) fn out_of_gas(&mut self) -> Result<()> {
+        Err(Trap::OutOfFuel.into())
+    }
+
+    fn with_limiter<R>(&mut self, default: R, f: impl FnOnce(&mut dyn ResourceLimiter) -> R) -> R {
+        let Some(accessor) = self.limiter else {
+            return default;
+        };
+        let mut f = Some(f);
+        let mut result = None;
+        // SAFETY: the accessor was installed for this store's `T` and only
+        // touches fields disjoint from `self`.
+        unsafe {
+            accessor(self, &mut |limiter| {
+                if let Some(f) = f.take() {
+                    result = Some(f(limiter));
+                }
+            })
+        };
+        result.unwrap_or(default)
+    }
+
+    /// Checks the store's limits before instantiating a module with these
+    /// many defined memories and tables.
+    pub(crate) fn bump_resource_counts(&self, memories: usize, tables: usize) -> Result<()> {
+        let check = |current: usize, amount: usize, max: usize, desc: &str| {
+            let new = current.saturating_add(amount);
+            if new > max {
+                bail!("resource limit exceeded: {desc} count too high at {new}");
+            }
+            Ok(())
+        };
+        check(self.instances.len(), 1, self.instance_limit, "instance")?;
+        check(self.memories.len(), memories, self.memory_limit, "memory")?;
+        check(self.tables.len(), tables, self.table_limit, "table")
+    }
+
+    /// Creates a linear memory in this store, subject to its limiter.
+    ///
+    /// # Safety
+    ///
+    /// As for [`vm::Memory::new`].
+    pub(crate) unsafe fn new_memory(
+        &mut self,
+        ty: &WasmMemoryType,
+        definition: Option<*mut wasmtime_environ::vm::VMMemoryDefinition>,
+    ) -> Result<usize> {
+        if self.memories.len() >= self.memory_limit {
+            bail!(
+                "resource limit exceeded: memory count too high at {}",
+                self.memories.len() + 1
+            );
+        }
+        let minimum =
+            usize::try_from(ty.minimum.saturating_mul(WASM_PAGE_SIZE)).unwrap_or(usize::MAX);
+        let maximum = ty
+            .maximum
+            .map(|m| usize::try_from(m.saturating_mul(WASM_PAGE_SIZE)).unwrap_or(usize::MAX));
+        if !self.with_limiter(Ok(true), |l| l.memory_growing(0, minimum, maximum))? {
+            bail!(
+                "memory minimum size of {} pages exceeds memory limits",
+                ty.minimum
+            );
+        }
+        let tunables = self.engine.tunables().clone();
+        // SAFETY: forwarded contract.
+        let memory = unsafe { vm::Memory::new(ty, &tunables, definition)? };
+        self.memories.push(memory);
+        Ok(self.memories.len() - 1)
+    }
+
+    /// Creates a table in this store, subject to its limiter.
+    ///
+    /// # Safety
+    ///
+    /// As for [`vm::Table::new`].
+    pub(crate) unsafe fn new_table(
+        &mut self,
+        ty: &WasmTableType,
+        init: usize,
+        definition: Option<*mut wasmtime_environ::vm::VMTableDefinition>,
+    ) -> Result<usize> {
+        if self.tables.len() >= self.table_limit {
+            bail!(
+                "resource limit exceeded: table count too high at {}",
+                self.tables.len() + 1
+            );
+        }
+        let minimum = usize::try_from(ty.minimum).unwrap_or(usize::MAX);
+        let maximum = ty.maximum.map(|m| usize::try_from(m).unwrap_or(usize::MAX));
+        let allowed = self.with_limiter(Ok(true), |l| l.table_growing(0, minimum, maximum))?;
+        // SAFETY: forwarded contract.
+        let table = allowed
+            .then(|| unsafe { vm::Table::new(ty, init, definition) })
+            .flatten()
+            .ok_or_else(|| {
+                anyhow!(
+                    "table minimum size of {} elements exceeds table limits",
+                    ty.minimum
+                )
+            })?;
+        self.tables.push(table);
+        Ok(self.tables.len() - 1)
+    }
+
+    /// Grows memory `id` by `delta` pages, asking the limiter: the old size
+    /// in pages, `None` if the growth was refused or failed, or the
+    /// limiter's error.
+    pub(crate) fn grow_memory(&mut self, id: usize, delta: u64) -> Result<Option<u64>> {
+        let memory = &self.memories[id];
+        let current = memory.byte_size();
+        let Some(desired) = memory
+            .pages()
+            .checked_add(delta)
+            .and_then(|p| p.checked_mul(WASM_PAGE_SIZE))
+            .and_then(|b| usize::try_from(b).ok())
+        else {
+            return Ok(None);
+        };
+        let maximum = memory
+            .ty()
+            .maximum
+            .map(|m| usize::try_from(m.saturating_mul(WASM_PAGE_SIZE)).unwrap_or(usize::MAX));
+        if delta != 0
+            && !self.with_limiter(Ok(true), |l| l.memory_growing(current, desired, maximum))?
+        {
+            return Ok(None);
+        }
+        match self.memories[id].grow(delta) {
+            Some(old) => Ok(Some(old)),
+            None => {
+                let error = anyhow!("failed to grow memory by `{delta}`");
+                self.with_limiter(Ok(()), |l| l.memory_grow_failed(error))?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Grows table `id` by `delta` elements set to `init`, asking the
+    /// limiter (see [`StoreOpaque::grow_memory`]).
+    pub(crate) fn grow_table(&mut self, id: usize, delta: u64, init: usize) -> Result<Option<u64>> {
+        let table = &self.tables[id];
+        let current = usize::try_from(table.size()).unwrap_or(usize::MAX);
+        let Some(desired) = table
+            .size()
+            .checked_add(delta)
+            .and_then(|s| usize::try_from(s).ok())
+        else {
+            return Ok(None);
+        };
+        let maximum = table
+            .ty()
+            .maximum
+            .map(|m| usize::try_from(m).unwrap_or(usize::MAX));
+        if delta != 0
+            && !self.with_limiter(Ok(true), |l| l.table_growing(current, desired, maximum))?
+        {
+            return Ok(None);
+        }
+        match self.tables[id].grow(delta, init) {
+            Some(old) => Ok(Some(old)),
+            None => {
+                let error = anyhow!("failed to grow table by `{delta}`");
+                self.with_limiter(Ok(()), |l| l.table_grow_failed(error))?;
+                Ok(None)
+            }
+        }
+    }
+
+    pub(crate) fn set_pending(&mut self, pending: PendingError) {
+        self.pending = Some(pending);
+    }
+
+    /// Registers a module's code with this store (idempotent).
+    pub(crate) fn register_module(&mut self, module: &Module) {
+        let code = module.code();
+        let start = code.text_start();
+        if self.modules.contains_key(&start) {
+            return;
+        }
+        self.code.register(code);
+        self.modules.insert(start, module.clone());
+    }
+
+    /// Registers engine-owned code (a trampoline) with this store.
+    pub(crate) fn register_code(&mut self, code: &Arc<CodeMemory>) {
+        self.code.register(code);
+    }
+
+    // ----- functions -----
+
+    pub(crate) fn func_data(&self, func: &Func) -> Result<&FuncData> {
+        self.check_store(func.store, "function")?;
+        self.funcs
+            .get(func.index as usize)
+            .ok_or_else(|| anyhow!("invalid function handle"))
+    }
+
+    pub(crate) fn push_func(&mut self, data: FuncData) -> Func {
+        let index = u32::try_from(self.funcs.len()).expect("too many functions in one store");
+        self.func_by_ref
+            .insert(data.func_ref.as_ptr() as usize, index);
+        self.funcs.push(data);
+        Func {
+            store: self.id,
+            index,
+        }
+    }
+
+    /// A handle for the function whose `VMFuncRef` is at `ptr` (null gives
+    /// `None`), creating the store's record on first sight.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be null or point to a live `VMFuncRef` of this store (a
+    /// function-reference value produced by this store's code or tables).
+    pub(crate) unsafe fn func_from_raw(&mut self, ptr: usize) -> Option<Func> {
+        let func_ref = NonNull::new(ptr as *mut VMFuncRef)?;
+        if let Some(index) = self.func_by_ref.get(&ptr) {
+            return Some(Func {
+                store: self.id,
+                index: *index,
+            });
+        }
+        // SAFETY: per the contract, the pointer is a live `VMFuncRef`.
+        let fr = unsafe { func_ref.as_ref() };
+        let kind = if fr.array_call.is_some() {
+            FuncKind::Host(fr.vmctx.cast::<VMHostFunc>())
+        } else {
+            // SAFETY: a Wasm function's `vmctx` is an instance's `VMContext`
+            // of this store.
+            let instance = unsafe { vm::Instance::from_vmctx(fr.vmctx) };
+            FuncKind::Wasm {
+                trampoline: instance.module().entry_trampoline(fr.type_index),
+            }
+        };
+        Some(self.push_func(FuncData {
+            func_ref,
+            ty: fr.type_index,
+            kind,
+        }))
+    }
+
+    /// The raw function-reference value of `func` (for tables, globals and
+    /// calls).
+    pub(crate) fn func_to_raw(&self, func: &Func) -> Result<usize> {
+        Ok(self.func_data(func)?.func_ref.as_ptr() as usize)
+    }
+
+    /// Materializes `host` in this store, reusing an earlier
+    /// materialization of the same definition.
+    pub(crate) fn host_func(&mut self, host: &HostFunc) -> Result<Func> {
+        let key = host.key();
+        if let Some(index) = self.host_func_cache.get(&key) {
+            return Ok(Func {
+                store: self.id,
+                index: *index,
+            });
+        }
+        let func = self.push_host_func(host.clone())?;
+        self.host_func_cache.insert(key, func.index);
+        Ok(func)
+    }
+
+    /// Creates a new function in this store for `host`.
+    pub(crate) fn push_host_func(&mut self, host: HostFunc) -> Result<Func> {
+        if !Engine::same(host.ty().engine(), &self.engine) {
+            bail!("host function was defined with a different engine than this store's");
+        }
+        let trampoline = self.engine.host_trampoline(host.ty().index())?;
+        self.register_code(&trampoline);
+        let self_ptr: *mut StoreOpaque = self;
+        let ctx = VMHostFunc::new(host, trampoline.text_start() as *const u8, self_ptr);
+        let func_ref = NonNull::from(&ctx.func_ref);
+        let ty = ctx.func_ref.type_index;
+        let host_ptr: *const VMHostFunc = &*ctx;
+        self.host_funcs.push(ctx);
+        Ok(self.push_func(FuncData {
+            func_ref,
+            ty,
+            kind: FuncKind::Host(host_ptr),
+        }))
+    }
+
+    // ----- extern references -----
+
+    /// Stores `value` and returns its raw handle (never 0).
+    pub(crate) fn push_externref(&mut self, value: Box<dyn Any + Send + Sync>) -> Result<u32> {
+        let index = u32::try_from(self.externrefs.len())
+            .ok()
+            .filter(|i| *i < u32::MAX)
+            .ok_or_else(|| anyhow!("too many extern references in one store"))?;
+        self.externrefs.push(value);
+        Ok(index + 1)
+    }
+
+    // ----- traps and backtraces -----
+
+    /// The store's current code snapshot pointer, for activations.
+    pub(crate) fn code_snapshot_ptr(
+        &self,
+    ) -> *const std::sync::atomic::AtomicPtr<vm::traphandlers::CodeSnapshot> {
+        self.code.current_ptr()
+    }
+
+    fn max_backtrace_frames(&self) -> usize {
+        self.engine
+            .config()
+            .wasm_backtrace_max_frames
+            .map_or(0, |n| n.get())
+    }
+
+    /// Calls a Wasm function: `values` holds the parameters on entry and
+    /// the results on success.
+    ///
+    /// # Safety
+    ///
+    /// `func` must be a Wasm function of this store and `values` must have
+    /// at least as many slots as its type needs, holding well-typed
+    /// parameters.
+    pub(crate) unsafe fn call_wasm_raw(
+        &mut self,
+        func_ref: NonNull<VMFuncRef>,
+        trampoline: wasmtime_environ::vm::VMEntryTrampoline,
+        values: *mut wasmtime_environ::vm::ValRaw,
+    ) -> Result<()> {
+        // SAFETY: the function reference is live (contract).
+        let vmctx = unsafe { func_ref.as_ref().vmctx };
+        // SAFETY: the store context and code registry live as long as the
+        // store; the rest is the caller's contract.
+        let result = unsafe {
+            vm::traphandlers::call_wasm(
+                vm::traphandlers::EntryStore {
+                    store_context: self.vm_store_context_ptr(),
+                    code: self.code_snapshot_ptr(),
+                    max_wasm_stack: self.engine.config().max_wasm_stack,
+                    max_backtrace_frames: self.max_backtrace_frames(),
+                },
+                trampoline,
+                func_ref.as_ptr(),
+                vmctx,
+                values,
+            )
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(record) => Err(self.trap_to_error(*record)),
+        }
+    }
+
+    /// Turns a caught trap into the error a call returns; resumes a panic
+    /// left by a host function.
+    pub(crate) fn trap_to_error(&mut self, record: TrapRecord) -> anyhow::Error {
+        let error = match record.kind {
+            TrapSiteKind::Trap(trap) => anyhow::Error::from(trap),
+            TrapSiteKind::HostCallFailed => match self.pending.take() {
+                Some(PendingError::Error(e)) => e,
+                Some(PendingError::Panic(payload)) => std::panic::resume_unwind(payload),
+                None => anyhow!("a host function failed without reporting an error"),
+            },
+        };
+        if error.downcast_ref::<WasmBacktrace>().is_some() {
+            return error;
+        }
+        let backtrace = self.backtrace_from_raw(&record.backtrace);
+        if backtrace.frames().is_empty() {
+            error
+        } else {
+            error.context(backtrace)
+        }
+    }
+
+    /// Symbolizes raw frames (dropping non-Wasm ones) up to the configured
+    /// maximum.
+    pub(crate) fn backtrace_from_raw(&self, frames: &[RawFrame]) -> WasmBacktrace {
+        let max = self.max_backtrace_frames();
+        let frames = frames
+            .iter()
+            .filter_map(|f| self.lookup_frame(f.pc, f.exact))
+            .take(max)
+            .collect();
+        WasmBacktrace::new(frames)
+    }
+
+    fn lookup_frame(&self, pc: usize, exact: bool) -> Option<FrameInfo> {
+        // A return address points after the call; look up the call itself.
+        let pc = if exact { pc } else { pc.checked_sub(1)? };
+        let (_, module) = self.modules.range(..=pc).next_back()?;
+        let range = module.code().text_range();
+        if !range.contains(&pc) {
+            return None;
+        }
+        FrameInfo::new(module, pc - range.start)
+    }
+
+    /// Captures the Wasm frames of this store currently on the stack.
+    pub(crate) fn capture_backtrace(&self) -> WasmBacktrace {
+        let max = self.max_backtrace_frames();
+        if max == 0 {
+            return WasmBacktrace::new(Vec::new());
+        }
+        let raw = vm::traphandlers::capture_host_backtrace(
+            self.vm_store_context_ptr(),
+            max.saturating_mul(4).saturating_add(16),
+        );
+        self.backtrace_from_raw(&raw)
+    }
+
+    // ----- globals -----
+
+    /// Adds a global whose storage lives at `definition` (or, for `None`, a
+    /// fresh allocation owned by the store) and returns its index.
+    pub(crate) fn push_global(
+        &mut self,
+        ty: WasmGlobalType,
+        definition: Option<*mut VMGlobalDefinition>,
+    ) -> usize {
+        let (definition, owned) = match definition {
+            Some(d) => (d, None),
+            None => {
+                let owned = Box::new(UnsafeCell::new(VMGlobalDefinition::default()));
+                (owned.get(), Some(owned))
+            }
+        };
+        self.globals.push(GlobalData {
+            definition,
+            ty,
+            _owned: owned,
+        });
+        self.globals.len() - 1
+    }
+}
+
+/// A temporary handle to a [`&Store<T>`][`Store`].
+///
+/// This type is suitable for [`AsContext`] trait bounds on methods if
+/// desired. For more information, see [`Store`].
+pub struct StoreContext<'a, T: 'static>(pub(crate) &'a StoreInner<T>);
+
+/// A temporary handle to a [`&mut Store<T>`][`Store`].
+///
+/// This type is suitable for [`AsContextMut`] or [`AsContext`] trait bounds
+/// on methods if desired. For more information, see [`Store`].
+pub struct StoreContextMut<'a, T: 'static>(pub(crate) &'a mut StoreInner<T>);
+
+impl<'a, T> StoreContext<'a, T> {
+    /// Returns the underlying [`Engine`] this store is connected to.
+    pub fn engine(&self) -> &Engine {
+        &self.0.opaque.engine
+    }
+
+    /// Access the underlying data owned by this `Store`.
+    pub fn data(&self) -> &'a T {
+        &self.0.data
+    }
+
+    /// Returns remaining fuel in this store (see [`Store::get_fuel`]).
+    ///
+    /// # Errors
+    ///
+    /// Fails if fuel consumption is not enabled.
+    pub fn get_fuel(&self) -> Result<u64> {
+        self.0.opaque.get_fuel()
+    }
+}
+
+impl<'a, T> StoreContextMut<'a, T> {
+    /// Access the underlying data owned by this `Store`.
+    pub fn data(&self) -> &T {
+        &self.0.data
+    }
+
+    /// Access the underlying data owned by this `Store`.
+    pub fn data_mut(&mut self) -> &mut T {
+        &mut self.0.data
+    }
+
+    /// Returns the underlying [`Engine`] this store is connected to.
+    pub fn engine(&self) -> &Engine {
+        &self.0.opaque.engine
+    }
+
+    /// Returns remaining fuel in this store (see [`Store::get_fuel`]).
+    ///
+    /// # Errors
+    ///
+    /// Fails if fuel consumption is not enabled.
+    pub fn get_fuel(&self) -> Result<u64> {
+        self.0.opaque.get_fuel()
+    }
+
+    /// Sets the fuel of this store (see [`Store::set_fuel`]).
+    ///
+    /// # Errors
+    ///
+    /// Fails if fuel consumption is not enabled.
+    pub fn set_fuel(&mut self, fuel: u64) -> Result<()> {
+        self.0.opaque.set_fuel(fuel)
+    }
+
+    /// Sets the epoch deadline (see [`Store::set_epoch_deadline`]).
+    pub fn set_epoch_deadline(&mut self, ticks_beyond_current: u64) {
+        self.0.opaque.set_epoch_deadline(ticks_beyond_current);
+    }
+
+    /// Configures epoch-deadline expiration to trap (see
+    /// [`Store::epoch_deadline_trap`]).
+    pub fn epoch_deadline_trap(&mut self) {
+        self.0.opaque.epoch_behavior = EpochBehavior::Trap;
+        self.0.epoch_callback = None;
+    }
+}
+
+/// A trait used to get shared access to a [`Store`].
+///
+/// Most methods of this crate that need a store take
+/// `impl AsContext` or `impl AsContextMut`, so they accept `&Store<T>`,
+/// `&mut Store<T>`, [`StoreContext`], [`StoreContextMut`] and
+/// [`Caller`](crate::Caller) alike.
+pub trait AsContext {
+    /// The host information associated with the [`Store`], aka the `T` in
+    /// `Store<T>`.
+    type Data: 'static;
+
+    /// Returns the store context that this type provides access to.
+    fn as_context(&self) -> StoreContext<'_, Self::Data>;
+}
+
+/// A trait used to get exclusive mutable access to a [`Store`].
+///
+/// See [`AsContext`].
+pub trait AsContextMut: AsContext {
+    /// Returns the store context that this type provides access to.
+    fn as_context_mut(&mut self) -> StoreContextMut<'_, Self::Data>;
+}
+
+impl<T: 'static> AsContext for Store<T> {
+    type Data = T;
+
+    fn as_context(&self) -> StoreContext<'_, T> {
+        StoreContext(&self.inner)
+    }
+}
+
+impl<T: 'static> AsContextMut for Store<T> {
+    fn as_context_mut(&mut self) -> StoreContextMut<'_, T> {
+        StoreContextMut(&mut self.inner)
+    }
+}
+
+impl<T: 'static> AsContext for StoreContext<'_, T> {
+    type Data = T;
+
+    fn as_context(&self) -> StoreContext<'_, T> {
+        StoreContext(self.0)
+    }
+}
+
+impl<T: 'static> AsContext for StoreContextMut<'_, T> {
+    type Data = T;
+
+    fn as_context(&self) -> StoreContext<'_, T> {
+        StoreContext(self.0)
+    }
+}
+
+impl<T: 'static> AsContextMut for StoreContextMut<'_, T> {
+    fn as_context_mut(&mut self) -> StoreContextMut<'_, T> {
+        StoreContextMut(&mut *self.0)
+    }
+}
+
+impl<'a, T: 'static> From<StoreContextMut<'a, T>> for StoreContext<'a, T> {
+    fn from(store: StoreContextMut<'a, T>) -> StoreContext<'a, T> {
+        StoreContext(store.0)
+    }
+}
+
+impl<T: AsContext> AsContext for &'_ T {
+    type Data = T::Data;
+
+    fn as_context(&self) -> StoreContext<'_, T::Data> {
+        T::as_context(*self)
+    }
+}
+
+impl<T: AsContext> AsContext for &'_ mut T {
+    type Data = T::Data;
+
+    fn as_context(&self) -> StoreContext<'_, T::Data> {
+        T::as_context(*self)
+    }
+}
+
+impl<T: AsContextMut> AsContextMut for &'_ mut T {
+    fn as_context_mut(&mut self) -> StoreContextMut<'_, T::Data> {
+        T::as_context_mut(*self)
+    }
+}
+
+impl<'a, T: AsContext> From<&'a T> for StoreContext<'a, T::Data> {
+    fn from(t: &'a T) -> StoreContext<'a, T::Data> {
+        t.as_context()
+    }
+}
+
+impl<'a, T: AsContext> From<&'a mut T> for StoreContext<'a, T::Data> {
+    fn from(t: &'a mut T) -> StoreContext<'a, T::Data> {
+        T::as_context(t)
+    }
+}
+
+impl<'a, T: AsContextMut> From<&'a mut T> for StoreContextMut<'a, T::Data> {
+    fn from(t: &'a mut T) -> StoreContextMut<'a, T::Data> {
+        t.as_context_mut()
+    }
+}

@@ -1,0 +1,896 @@
+//! Runtime values: [`Val`], [`Ref`], [`V128`], and extern references
+//! ([`ExternRef`], [`Rooted`]).
+
+use crate::runtime::store::{StoreId, StoreOpaque};
+use crate::{
+    AsContext, AsContextMut, Func, HeapType, RefType, StoreContext, StoreContextMut, ValType,
+};
+use anyhow::{Context, Result, bail};
+use std::any::Any;
+use std::fmt;
+use std::ops::Deref;
+use wasmtime_environ::vm::ValRaw as RawValue;
+use wasmtime_environ::{WasmRefType, WasmValType};
+
+pub use wasmtime_environ::vm::ValRaw;
+
+/// A 128-bit WebAssembly `v128` value.
+#[derive(Copy, Clone, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub struct V128(u128);
+
+impl V128 {
+    /// Returns the representation of this `v128` as a 128-bit integer.
+    pub fn as_u128(&self) -> u128 {
+        self.0
+    }
+}
+
+impl From<u128> for V128 {
+    fn from(val: u128) -> V128 {
+        V128(val)
+    }
+}
+
+impl From<V128> for u128 {
+    fn from(val: V128) -> u128 {
+        val.0
+    }
+}
+
+impl fmt::Debug for V128 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "V128({:#034x})", self.0)
+    }
+}
+
+/// Possible runtime values that a WebAssembly module can either consume or
+/// produce.
+///
+/// Floats are stored by their bits so that NaN payloads survive.
+#[derive(Debug, Clone, Copy)]
+pub enum Val {
+    /// A 32-bit integer.
+    I32(i32),
+    /// A 64-bit integer.
+    I64(i64),
+    /// A 32-bit float, as its bits.
+    F32(u32),
+    /// A 64-bit float, as its bits.
+    F64(u64),
+    /// A 128-bit number.
+    V128(V128),
+    /// A function reference (`None` is null).
+    FuncRef(Option<Func>),
+    /// An external reference (`None` is null).
+    ExternRef(Option<Rooted<ExternRef>>),
+    /// An internal reference (GC proposal; never produced by this runtime).
+    AnyRef(Option<Rooted<AnyRef>>),
+    /// An exception reference (exceptions proposal; never produced by this
+    /// runtime).
+    ExnRef(Option<Rooted<ExnRef>>),
+    /// A continuation reference (stack-switching proposal; never produced by
+    /// this runtime).
+    ContRef(Option<ContRef>),
+}
+
+macro_rules! accessors {
+    ($bind:ident $(($variant:ident($ty:ty) $get:ident $unwrap:ident $cvt:expr))*) => ($(
+        /// Attempt to access the underlying value of this `Val`, returning
+        /// `None` if it is not the correct type.
+        pub fn $get(&self) -> Option<$ty> {
+            if let Val::$variant($bind) = self {
+                Some($cvt)
+            } else {
+                None
+            }
+        }
+
+        /// Returns the underlying value of this `Val`, panicking if it's the
+        /// wrong type.
+        ///
+        /// # Panics
+        ///
+        /// Panics if `self` is not of the right type.
+        pub fn $unwrap(&self) -> $ty {
+            self.$get().expect(concat!("expected ", stringify!($ty)))
+        }
+    )*)
+}
+
+impl Val {
+    /// Returns the null reference for the given heap type.
+    pub fn null_ref(heap_type: &HeapType) -> Val {
+        Ref::null(heap_type).into()
+    }
+
+    /// Returns the null function reference value.
+    pub const fn null_func_ref() -> Val {
+        Val::FuncRef(None)
+    }
+
+    /// Returns the null extern reference value.
+    pub const fn null_extern_ref() -> Val {
+        Val::ExternRef(None)
+    }
+
+    /// Returns the null any reference value.
+    pub const fn null_any_ref() -> Val {
+        Val::AnyRef(None)
+    }
+
+    /// Returns the default value for the given type, if any exists: zero for
+    /// numbers, null for nullable references.
+    pub fn default_for_ty(ty: &ValType) -> Option<Val> {
+        match ty {
+            ValType::I32 => Some(Val::I32(0)),
+            ValType::I64 => Some(Val::I64(0)),
+            ValType::F32 => Some(Val::F32(0)),
+            ValType::F64 => Some(Val::F64(0)),
+            ValType::V128 => Some(Val::V128(V128(0))),
+            ValType::Ref(r) if r.is_nullable() => Some(Val::null_ref(r.heap_type())),
+            ValType::Ref(_) => None,
+        }
+    }
+
+    pub(crate) fn default_for_wasm(ty: WasmValType) -> Val {
+        match ty {
+            WasmValType::I32 => Val::I32(0),
+            WasmValType::I64 => Val::I64(0),
+            WasmValType::F32 => Val::F32(0),
+            WasmValType::F64 => Val::F64(0),
+            WasmValType::V128 => Val::V128(V128(0)),
+            WasmValType::Ref(WasmRefType::FuncRef) => Val::FuncRef(None),
+            WasmValType::Ref(WasmRefType::ExternRef) => Val::ExternRef(None),
+        }
+    }
+
+    /// Returns the corresponding [`ValType`] for this `Val`.
+    ///
+    /// # Errors
+    ///
+    /// Fails if a reference belongs to a different store.
+    pub fn ty(&self, store: impl AsContext) -> Result<ValType> {
+        let store = store.as_context();
+        let opaque = &store.0.opaque;
+        self.check_store(opaque)?;
+        Ok(match self {
+            Val::FuncRef(Some(f)) => {
+                let data = opaque.func_data(f)?;
+                let ty = crate::FuncType::from_index(opaque.engine(), data.ty);
+                ValType::Ref(RefType::new(false, HeapType::ConcreteFunc(ty)))
+            }
+            _ => self.ty_unchecked(),
+        })
+    }
+
+    fn ty_unchecked(&self) -> ValType {
+        match self {
+            Val::I32(_) => ValType::I32,
+            Val::I64(_) => ValType::I64,
+            Val::F32(_) => ValType::F32,
+            Val::F64(_) => ValType::F64,
+            Val::V128(_) => ValType::V128,
+            Val::FuncRef(None) => ValType::NULLFUNCREF,
+            Val::FuncRef(Some(_)) => ValType::Ref(RefType::new(false, HeapType::Func)),
+            Val::ExternRef(None) => ValType::NULLEXTERNREF,
+            Val::ExternRef(Some(_)) => ValType::Ref(RefType::new(false, HeapType::Extern)),
+            Val::AnyRef(_) => ValType::NULLREF,
+            Val::ExnRef(_) => ValType::NULLEXNREF,
+            Val::ContRef(_) => ValType::Ref(RefType::new(true, HeapType::NoCont)),
+        }
+    }
+
+    /// Does this value match the given type?
+    ///
+    /// # Errors
+    ///
+    /// Fails if a reference belongs to a different store.
+    pub fn matches_ty(&self, store: impl AsContext, ty: &ValType) -> Result<bool> {
+        Ok(self.ty(store)?.matches(ty))
+    }
+
+    fn check_store(&self, store: &StoreOpaque) -> Result<()> {
+        if !self.comes_from_same_store(store) {
+            bail!("value used with the wrong store");
+        }
+        Ok(())
+    }
+
+    pub(crate) fn comes_from_same_store(&self, store: &StoreOpaque) -> bool {
+        match self {
+            Val::FuncRef(Some(f)) => f.comes_from_same_store(store),
+            Val::ExternRef(Some(r)) => r.comes_from_same_store(store),
+            _ => true,
+        }
+    }
+
+    /// Converts this value to its raw representation in `store`.
+    ///
+    /// # Errors
+    ///
+    /// Fails if a reference belongs to a different store.
+    pub fn to_raw(&self, mut store: impl AsContextMut) -> Result<ValRaw> {
+        let store = store.as_context_mut();
+        let opaque = &mut store.0.opaque;
+        self.check_store(opaque)?;
+        Ok(match self {
+            Val::I32(i) => RawValue::i32(*i),
+            Val::I64(i) => RawValue::i64(*i),
+            Val::F32(f) => RawValue::f32(*f),
+            Val::F64(f) => RawValue::f64(*f),
+            Val::V128(v) => RawValue::v128(v.as_u128()),
+            Val::FuncRef(f) => RawValue::reference(match f {
+                Some(f) => opaque.func_to_raw(f)?,
+                None => 0,
+            }),
+            Val::ExternRef(r) => RawValue::reference(match r {
+                Some(r) => r.raw_handle(opaque)? as usize,
+                None => 0,
+            }),
+            Val::AnyRef(_) | Val::ExnRef(_) | Val::ContRef(_) => RawValue::reference(0),
+        })
+    }
+
+    /// Converts a raw value of type `ty` back into a `Val`.
+    ///
+    /// # Safety
+    ///
+    /// `raw` must be a valid value of type `ty` for `store` (for example
+    /// produced by [`Val::to_raw`] with the same store).
+    pub unsafe fn from_raw(mut store: impl AsContextMut, raw: ValRaw, ty: ValType) -> Val {
+        let store = store.as_context_mut();
+        match ty.to_wasm() {
+            // SAFETY: forwarded contract.
+            Ok(ty) => unsafe { Val::from_raw_wasm(&mut store.0.opaque, raw, ty) },
+            Err(_) => match ty {
+                ValType::Ref(r) => Val::null_ref(r.heap_type()),
+                _ => Val::I32(0),
+            },
+        }
+    }
+
+    /// Converts to the raw representation of the Wasm type `ty`, checking
+    /// that the value has that type and belongs to `store`.
+    pub(crate) fn to_raw_wasm(self, store: &StoreOpaque, ty: WasmValType) -> Result<RawValue> {
+        Ok(match (&self, ty) {
+            (Val::I32(i), WasmValType::I32) => RawValue::i32(*i),
+            (Val::I64(i), WasmValType::I64) => RawValue::i64(*i),
+            (Val::F32(f), WasmValType::F32) => RawValue::f32(*f),
+            (Val::F64(f), WasmValType::F64) => RawValue::f64(*f),
+            (Val::V128(v), WasmValType::V128) => RawValue::v128(v.as_u128()),
+            (Val::FuncRef(f), WasmValType::Ref(WasmRefType::FuncRef)) => {
+                RawValue::reference(match f {
+                    Some(f) => {
+                        if !f.comes_from_same_store(store) {
+                            bail!("cross-`Store` values are not currently supported");
+                        }
+                        store.func_to_raw(f)?
+                    }
+                    None => 0,
+                })
+            }
+            (Val::ExternRef(r), WasmValType::Ref(WasmRefType::ExternRef)) => {
+                RawValue::reference(match r {
+                    Some(r) => {
+                        if !r.comes_from_same_store(store) {
+                            bail!("cross-`Store` values are not currently supported");
+                        }
+                        r.raw_handle(store)? as usize
+                    }
+                    None => 0,
+                })
+            }
+            (val, ty) => bail!(
+                "type mismatch: expected {}, found {}",
+                ValType::from_wasm(ty),
+                val.ty_unchecked()
+            ),
+        })
+    }
+
+    /// Converts a raw value of Wasm type `ty` to a `Val`.
+    ///
+    /// # Safety
+    ///
+    /// `raw` must hold a valid value of type `ty` for `store`.
+    pub(crate) unsafe fn from_raw_wasm(
+        store: &mut StoreOpaque,
+        raw: RawValue,
+        ty: WasmValType,
+    ) -> Val {
+        match ty {
+            WasmValType::I32 => Val::I32(raw.get_i32()),
+            WasmValType::I64 => Val::I64(raw.get_i64()),
+            WasmValType::F32 => Val::F32(raw.get_f32()),
+            WasmValType::F64 => Val::F64(raw.get_f64()),
+            WasmValType::V128 => Val::V128(V128(raw.get_v128())),
+            WasmValType::Ref(WasmRefType::FuncRef) => {
+                // SAFETY: per the contract, a function reference of `store`.
+                Val::FuncRef(unsafe { store.func_from_raw(raw.get_reference()) })
+            }
+            WasmValType::Ref(WasmRefType::ExternRef) => {
+                Val::ExternRef(ExternRef::from_raw_handle(store, raw.get_reference()))
+            }
+        }
+    }
+
+    accessors! {
+        e
+        (I32(i32) i32 unwrap_i32 *e)
+        (I64(i64) i64 unwrap_i64 *e)
+        (F32(f32) f32 unwrap_f32 f32::from_bits(*e))
+        (F64(f64) f64 unwrap_f64 f64::from_bits(*e))
+        (FuncRef(Option<&Func>) func_ref unwrap_func_ref e.as_ref())
+        (ExternRef(Option<&Rooted<ExternRef>>) extern_ref unwrap_extern_ref e.as_ref())
+        (AnyRef(Option<&Rooted<AnyRef>>) any_ref unwrap_any_ref e.as_ref())
+        (V128(V128) v128 unwrap_v128 *e)
+    }
+
+    /// Get this value's underlying reference, if any.
+    pub fn ref_(self) -> Option<Ref> {
+        match self {
+            Val::FuncRef(f) => Some(Ref::Func(f)),
+            Val::ExternRef(e) => Some(Ref::Extern(e)),
+            Val::AnyRef(a) => Some(Ref::Any(a)),
+            Val::ExnRef(e) => Some(Ref::Exn(e)),
+            _ => None,
+        }
+    }
+
+    /// Attempt to access the underlying `externref` value of this `Val`.
+    ///
+    /// Returns `None` if this is not an `externref`, `Some(None)` for a null
+    /// one.
+    pub fn externref(&self) -> Option<Option<&Rooted<ExternRef>>> {
+        match self {
+            Val::ExternRef(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// Returns the underlying `externref` value of this `Val`, panicking if
+    /// it's the wrong type.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `self` is not an `externref`.
+    pub fn unwrap_externref(&self) -> Option<&Rooted<ExternRef>> {
+        self.externref().expect("expected externref")
+    }
+
+    /// Attempt to access the underlying `anyref` value of this `Val`.
+    pub fn anyref(&self) -> Option<Option<&Rooted<AnyRef>>> {
+        match self {
+            Val::AnyRef(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// Returns the underlying `anyref` value, panicking if it's the wrong
+    /// type.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `self` is not an `anyref`.
+    pub fn unwrap_anyref(&self) -> Option<&Rooted<AnyRef>> {
+        self.anyref().expect("expected anyref")
+    }
+
+    /// Attempt to access the underlying `exnref` value of this `Val`.
+    pub fn exnref(&self) -> Option<Option<&Rooted<ExnRef>>> {
+        match self {
+            Val::ExnRef(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// Returns the underlying `exnref` value, panicking if it's the wrong
+    /// type.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `self` is not an `exnref`.
+    pub fn unwrap_exnref(&self) -> Option<&Rooted<ExnRef>> {
+        self.exnref().expect("expected exnref")
+    }
+
+    /// Attempt to access the underlying `funcref` value of this `Val`.
+    ///
+    /// Returns `None` if this is not a `funcref`, `Some(None)` for a null
+    /// one.
+    pub fn funcref(&self) -> Option<Option<&Func>> {
+        match self {
+            Val::FuncRef(f) => Some(f.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// Returns the underlying `funcref` value of this `Val`, panicking if
+    /// it's the wrong type.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `self` is not a `funcref`.
+    pub fn unwrap_funcref(&self) -> Option<&Func> {
+        self.funcref().expect("expected funcref")
+    }
+}
+
+impl From<i32> for Val {
+    fn from(val: i32) -> Val {
+        Val::I32(val)
+    }
+}
+
+impl From<i64> for Val {
+    fn from(val: i64) -> Val {
+        Val::I64(val)
+    }
+}
+
+impl From<f32> for Val {
+    fn from(val: f32) -> Val {
+        Val::F32(val.to_bits())
+    }
+}
+
+impl From<f64> for Val {
+    fn from(val: f64) -> Val {
+        Val::F64(val.to_bits())
+    }
+}
+
+impl From<Ref> for Val {
+    fn from(val: Ref) -> Val {
+        match val {
+            Ref::Func(f) => Val::FuncRef(f),
+            Ref::Extern(e) => Val::ExternRef(e),
+            Ref::Any(a) => Val::AnyRef(a),
+            Ref::Exn(e) => Val::ExnRef(e),
+        }
+    }
+}
+
+impl From<Rooted<ExternRef>> for Val {
+    fn from(val: Rooted<ExternRef>) -> Val {
+        Val::ExternRef(Some(val))
+    }
+}
+
+impl From<Option<Rooted<ExternRef>>> for Val {
+    fn from(val: Option<Rooted<ExternRef>>) -> Val {
+        Val::ExternRef(val)
+    }
+}
+
+impl From<Func> for Val {
+    fn from(val: Func) -> Val {
+        Val::FuncRef(Some(val))
+    }
+}
+
+impl From<Option<Func>> for Val {
+    fn from(val: Option<Func>) -> Val {
+        Val::FuncRef(val)
+    }
+}
+
+impl From<u128> for Val {
+    fn from(val: u128) -> Val {
+        Val::V128(val.into())
+    }
+}
+
+impl From<V128> for Val {
+    fn from(val: V128) -> Val {
+        Val::V128(val)
+    }
+}
+
+/// A reference.
+///
+/// References come in several hierarchies (`func`, `extern`, and, in
+/// proposals this runtime does not implement, `any` and `exn`); each
+/// variant carries the nullability of its hierarchy.
+#[derive(Debug, Clone)]
+pub enum Ref {
+    /// A first-class reference to a WebAssembly function (`None` is null).
+    Func(Option<Func>),
+    /// A reference to a value outside of the Wasm heap (`None` is null).
+    Extern(Option<Rooted<ExternRef>>),
+    /// An internal reference (GC proposal; never produced here).
+    Any(Option<Rooted<AnyRef>>),
+    /// An exception reference (never produced here).
+    Exn(Option<Rooted<ExnRef>>),
+}
+
+impl From<Func> for Ref {
+    fn from(f: Func) -> Ref {
+        Ref::Func(Some(f))
+    }
+}
+
+impl From<Option<Func>> for Ref {
+    fn from(f: Option<Func>) -> Ref {
+        Ref::Func(f)
+    }
+}
+
+impl From<Rooted<ExternRef>> for Ref {
+    fn from(e: Rooted<ExternRef>) -> Ref {
+        Ref::Extern(Some(e))
+    }
+}
+
+impl From<Option<Rooted<ExternRef>>> for Ref {
+    fn from(e: Option<Rooted<ExternRef>>) -> Ref {
+        Ref::Extern(e)
+    }
+}
+
+impl Ref {
+    /// Create a null reference to the given heap type.
+    pub fn null(heap_type: &HeapType) -> Self {
+        match heap_type.top() {
+            HeapType::Any => Ref::Any(None),
+            HeapType::Extern => Ref::Extern(None),
+            HeapType::Exn => Ref::Exn(None),
+            _ => Ref::Func(None),
+        }
+    }
+
+    /// Is this a null reference?
+    pub fn is_null(&self) -> bool {
+        match self {
+            Ref::Any(None) | Ref::Extern(None) | Ref::Func(None) | Ref::Exn(None) => true,
+            Ref::Any(Some(_)) | Ref::Extern(Some(_)) | Ref::Func(Some(_)) | Ref::Exn(Some(_)) => {
+                false
+            }
+        }
+    }
+
+    /// Is this a non-null reference?
+    pub fn is_non_null(&self) -> bool {
+        !self.is_null()
+    }
+
+    /// Is this an `extern` reference?
+    pub fn is_extern(&self) -> bool {
+        matches!(self, Ref::Extern(_))
+    }
+
+    /// Get the underlying `extern` reference, if any.
+    pub fn as_extern(&self) -> Option<Option<&Rooted<ExternRef>>> {
+        match self {
+            Ref::Extern(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// Get the underlying `extern` reference, panicking if this is a
+    /// different kind of reference.
+    ///
+    /// # Panics
+    ///
+    /// Panics if this is not an `extern` reference.
+    pub fn unwrap_extern(&self) -> Option<&Rooted<ExternRef>> {
+        self.as_extern()
+            .expect("Ref::unwrap_extern on non-extern reference")
+    }
+
+    /// Is this an `any` reference?
+    pub fn is_any(&self) -> bool {
+        matches!(self, Ref::Any(_))
+    }
+
+    /// Get the underlying `any` reference, if any.
+    pub fn as_any(&self) -> Option<Option<&Rooted<AnyRef>>> {
+        match self {
+            Ref::Any(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// Get the underlying `any` reference, panicking if this is a different
+    /// kind of reference.
+    ///
+    /// # Panics
+    ///
+    /// Panics if this is not an `any` reference.
+    pub fn unwrap_any(&self) -> Option<&Rooted<AnyRef>> {
+        self.as_any().expect("Ref::unwrap_any on non-any reference")
+    }
+
+    /// Is this an `exn` reference?
+    pub fn is_exn(&self) -> bool {
+        matches!(self, Ref::Exn(_))
+    }
+
+    /// Get the underlying `exn` reference, if any.
+    pub fn as_exn(&self) -> Option<Option<&Rooted<ExnRef>>> {
+        match self {
+            Ref::Exn(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// Get the underlying `exn` reference, panicking if this is a different
+    /// kind of reference.
+    ///
+    /// # Panics
+    ///
+    /// Panics if this is not an `exn` reference.
+    pub fn unwrap_exn(&self) -> Option<&Rooted<ExnRef>> {
+        self.as_exn().expect("Ref::unwrap_exn on non-exn reference")
+    }
+
+    /// Is this a `func` reference?
+    pub fn is_func(&self) -> bool {
+        matches!(self, Ref::Func(_))
+    }
+
+    /// Get the underlying `func` reference, if any.
+    pub fn as_func(&self) -> Option<Option<&Func>> {
+        match self {
+            Ref::Func(f) => Some(f.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// Get the underlying `func` reference, panicking if this is a
+    /// different kind of reference.
+    ///
+    /// # Panics
+    ///
+    /// Panics if this is not a `func` reference.
+    pub fn unwrap_func(&self) -> Option<&Func> {
+        self.as_func()
+            .expect("Ref::unwrap_func on non-func reference")
+    }
+
+    /// Get the type of this reference.
+    ///
+    /// # Errors
+    ///
+    /// Fails if the reference belongs to a different store.
+    pub fn ty(&self, store: impl AsContext) -> Result<RefType> {
+        let v: Val = self.clone().into();
+        match v.ty(store)? {
+            ValType::Ref(r) => Ok(r),
+            _ => bail!("not a reference"),
+        }
+    }
+
+    /// Does this reference value match the given type?
+    ///
+    /// # Errors
+    ///
+    /// Fails if the reference belongs to a different store.
+    pub fn matches_ty(&self, store: impl AsContext, ty: &RefType) -> Result<bool> {
+        Ok(self.ty(store)?.matches(ty))
+    }
+
+    /// The raw table-element representation, checking type and store.
+    pub(crate) fn to_raw_element(&self, store: &StoreOpaque, ty: WasmRefType) -> Result<usize> {
+        let v: Val = self.clone().into();
+        Ok(v.to_raw_wasm(store, WasmValType::Ref(ty))?.get_reference())
+    }
+
+    /// Converts a raw table element back to a `Ref`.
+    ///
+    /// # Safety
+    ///
+    /// `raw` must be a valid element of type `ty` of `store`.
+    pub(crate) unsafe fn from_raw_element(
+        store: &mut StoreOpaque,
+        raw: usize,
+        ty: WasmRefType,
+    ) -> Ref {
+        match ty {
+            // SAFETY: per the contract.
+            WasmRefType::FuncRef => Ref::Func(unsafe { store.func_from_raw(raw) }),
+            WasmRefType::ExternRef => Ref::Extern(ExternRef::from_raw_handle(store, raw)),
+        }
+    }
+}
+
+mod sealed {
+    pub trait GcRefImpl: Copy {}
+}
+
+/// A trait implemented by the types that a [`Rooted`] can hold.
+pub trait GcRef: sealed::GcRefImpl {}
+
+/// A rooted reference to a host or GC value.
+///
+/// In this runtime a `Rooted<T>` is simply a store id plus an index: extern
+/// references live in their store until the store drops (there is no
+/// garbage collector), so a `Rooted` stays valid for the store's whole life
+/// and can be copied freely. Using it with another store is an error.
+#[derive(Clone, Copy)]
+pub struct Rooted<T: GcRef> {
+    inner: T,
+}
+
+impl<T: GcRef + fmt::Debug> fmt::Debug for Rooted<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Rooted").field(&self.inner).finish()
+    }
+}
+
+impl<T: GcRef> Deref for Rooted<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.inner
+    }
+}
+
+impl<T: GcRef + PartialEq> Rooted<T> {
+    /// Are these two `Rooted<T>`s the same root (and hence the same
+    /// reference)?
+    pub fn rooted_eq(a: Self, b: Self) -> bool {
+        a.inner == b.inner
+    }
+
+    /// Are these two references to the same value?
+    ///
+    /// # Errors
+    ///
+    /// Fails if either belongs to a different store than `store`.
+    pub fn ref_eq(store: impl AsContext, a: &Self, b: &Self) -> Result<bool> {
+        let _ = store.as_context();
+        Ok(a.inner == b.inner)
+    }
+}
+
+/// An opaque, nullable reference to a host value (`externref`).
+///
+/// Created with [`ExternRef::new`], which moves the host value into the
+/// store; it lives there until the store drops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ExternRef {
+    store: StoreId,
+    /// Raw handle: index in the store's extern-reference list plus one.
+    handle: u32,
+}
+
+impl sealed::GcRefImpl for ExternRef {}
+impl GcRef for ExternRef {}
+
+impl ExternRef {
+    /// Creates a new instance of `ExternRef` wrapping the given value.
+    ///
+    /// # Errors
+    ///
+    /// Fails if the store cannot hold any more extern references.
+    pub fn new<T>(mut store: impl AsContextMut, value: T) -> Result<Rooted<ExternRef>>
+    where
+        T: 'static + Any + Send + Sync,
+    {
+        let store = store.as_context_mut();
+        let opaque = &mut store.0.opaque;
+        let handle = opaque.push_externref(Box::new(value))?;
+        Ok(Rooted {
+            inner: ExternRef {
+                store: opaque.id(),
+                handle,
+            },
+        })
+    }
+
+    /// Get a shared borrow of the underlying data for this `ExternRef`.
+    ///
+    /// Always `Some` in this runtime (upstream returns `None` for references
+    /// converted from `anyref`).
+    ///
+    /// # Errors
+    ///
+    /// Fails if this reference belongs to a different store.
+    pub fn data<'a, T>(
+        &self,
+        store: impl Into<StoreContext<'a, T>>,
+    ) -> Result<Option<&'a (dyn Any + Send + Sync)>>
+    where
+        T: 'static,
+    {
+        let store = store.into();
+        let opaque: &'a StoreOpaque = &store.0.opaque;
+        opaque.check_store(self.store, "extern reference")?;
+        let value = opaque
+            .externrefs
+            .get(self.handle as usize - 1)
+            .context("invalid extern reference")?;
+        Ok(Some(&**value))
+    }
+
+    /// Get an exclusive borrow of the underlying data for this `ExternRef`.
+    ///
+    /// # Errors
+    ///
+    /// Fails if this reference belongs to a different store.
+    pub fn data_mut<'a, T>(
+        &self,
+        store: impl Into<StoreContextMut<'a, T>>,
+    ) -> Result<Option<&'a mut (dyn Any + Send + Sync)>>
+    where
+        T: 'static,
+    {
+        let store = store.into();
+        let opaque: &'a mut StoreOpaque = &mut store.0.opaque;
+        opaque.check_store(self.store, "extern reference")?;
+        let value = opaque
+            .externrefs
+            .get_mut(self.handle as usize - 1)
+            .context("invalid extern reference")?;
+        Ok(Some(&mut **value))
+    }
+
+    /// Creates a new strongly-owned [`ExternRef`] from the raw value
+    /// provided (as produced by [`ExternRef::to_raw`]); 0 is null.
+    pub fn from_raw(mut store: impl AsContextMut, raw: u32) -> Option<Rooted<ExternRef>> {
+        let store = store.as_context_mut();
+        ExternRef::from_raw_handle(&store.0.opaque, raw as usize)
+    }
+
+    /// Converts this reference to its raw representation (never 0).
+    ///
+    /// # Errors
+    ///
+    /// Fails if this reference belongs to a different store.
+    pub fn to_raw(&self, mut store: impl AsContextMut) -> Result<u32> {
+        let store = store.as_context_mut();
+        self.raw_handle(&store.0.opaque)
+    }
+
+    pub(crate) fn raw_handle(&self, store: &StoreOpaque) -> Result<u32> {
+        store.check_store(self.store, "extern reference")?;
+        Ok(self.handle)
+    }
+
+    pub(crate) fn comes_from_same_store(&self, store: &StoreOpaque) -> bool {
+        self.store == store.id()
+    }
+
+    /// The extern reference with raw handle `raw` in `store` (0, or a
+    /// handle the store never issued, gives `None`).
+    pub(crate) fn from_raw_handle(store: &StoreOpaque, raw: usize) -> Option<Rooted<ExternRef>> {
+        let handle = u32::try_from(raw).ok().filter(|h| *h != 0)?;
+        if handle as usize > store.externrefs.len() {
+            return None;
+        }
+        Some(Rooted {
+            inner: ExternRef {
+                store: store.id(),
+                handle,
+            },
+        })
+    }
+}
+
+/// An internal reference (GC proposal). This runtime never creates one; the
+/// type exists for API compatibility.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AnyRef {
+    _private: (),
+}
+
+impl sealed::GcRefImpl for AnyRef {}
+impl GcRef for AnyRef {}
+
+/// An exception reference (exceptions proposal). This runtime never creates
+/// one; the type exists for API compatibility.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExnRef {
+    _private: (),
+}
+
+impl sealed::GcRefImpl for ExnRef {}
+impl GcRef for ExnRef {}
+
+/// A continuation reference (stack-switching proposal). This runtime never
+/// creates one; the type exists for API compatibility.
+#[derive(Clone, Copy, Debug)]
+pub struct ContRef {
+    _private: (),
+}

@@ -1,0 +1,144 @@
+//! x86_64 pieces of trap handling: the catch point / long jump pair and
+//! access to the interrupted registers in a signal's `ucontext_t`.
+//!
+//! # A word of caution
+//!
+//! `wasmtime_mmu_catch` is entered by an ordinary `extern "C"` call from
+//! Rust and may "return" a second time through `wasmtime_mmu_longjmp`. That
+//! is sound only because:
+//!
+//! * the long jump restores exactly the callee-saved registers the System V
+//!   ABI requires (`rbx`, `rbp`, `r12`–`r15`, `rsp`), so the Rust caller sees
+//!   an ordinary return from a call that clobbered caller-saved registers;
+//! * no frame between the catch point and the long jump has destructors or
+//!   other cleanup: they are compiled Wasm and trampolines, plus the trap
+//!   unwinding function, which drops its locals before jumping;
+//! * the caller's frame (saved `rbp` and return address just above the
+//!   catch frame) is never written by the frames below it.
+//!
+//! The jump buffer layout (in 8-byte words) is private to this file:
+//! `[rbx, rbp(catch frame), r12, r13, r14, r15, rsp(after push rbp)]`.
+
+use wasmtime_environ::vm::{VMEntryTrampoline, VMFuncRef, ValRaw};
+
+/// Saved registers of a catch point.
+#[repr(C, align(16))]
+#[derive(Debug, Default)]
+pub struct JmpBuf([usize; 8]);
+
+impl JmpBuf {
+    /// The frame pointer of the catch frame: every Wasm frame of the
+    /// activation lies below it, and the entry trampoline's saved frame
+    /// pointer equals it.
+    pub fn catch_fp(&self) -> usize {
+        self.0[1]
+    }
+}
+
+core::arch::global_asm!(
+    ".text",
+    ".p2align 4",
+    ".globl wasmtime_mmu_catch",
+    ".hidden wasmtime_mmu_catch",
+    ".type wasmtime_mmu_catch,@function",
+    "wasmtime_mmu_catch:",
+    // rdi = buf, rsi = trampoline, rdx = callee, rcx = caller vmctx,
+    // r8 = values
+    "push rbp",
+    "mov rbp, rsp",
+    "mov [rdi + 0], rbx",
+    "mov [rdi + 8], rbp",
+    "mov [rdi + 16], r12",
+    "mov [rdi + 24], r13",
+    "mov [rdi + 32], r14",
+    "mov [rdi + 40], r15",
+    "mov [rdi + 48], rsp",
+    "mov rax, rsi",
+    "mov rdi, rdx",
+    "mov rsi, rcx",
+    "mov rdx, r8",
+    "call rax",
+    "xor eax, eax",
+    "pop rbp",
+    "ret",
+    ".size wasmtime_mmu_catch, . - wasmtime_mmu_catch",
+    "",
+    ".p2align 4",
+    ".globl wasmtime_mmu_longjmp",
+    ".hidden wasmtime_mmu_longjmp",
+    ".type wasmtime_mmu_longjmp,@function",
+    "wasmtime_mmu_longjmp:",
+    // rdi = buf
+    "mov rbx, [rdi + 0]",
+    "mov r12, [rdi + 16]",
+    "mov r13, [rdi + 24]",
+    "mov r14, [rdi + 32]",
+    "mov r15, [rdi + 40]",
+    "mov rsp, [rdi + 48]",
+    "mov eax, 1",
+    "pop rbp",
+    "ret",
+    ".size wasmtime_mmu_longjmp, . - wasmtime_mmu_longjmp",
+);
+
+unsafe extern "C" {
+    /// Records a catch point in `buf`, then calls
+    /// `trampoline(callee, caller_vmctx, values)`. Returns 0 when the
+    /// trampoline returns, 1 when [`wasmtime_mmu_longjmp`] jumps back.
+    pub fn wasmtime_mmu_catch(
+        buf: *mut JmpBuf,
+        trampoline: VMEntryTrampoline,
+        callee: *const VMFuncRef,
+        caller_vmctx: *mut u8,
+        values: *mut ValRaw,
+    ) -> u32;
+
+    /// Returns 1 from the `wasmtime_mmu_catch` call that filled `buf`.
+    pub fn wasmtime_mmu_longjmp(buf: *const JmpBuf) -> !;
+}
+
+/// The interrupted program counter, frame pointer and stack pointer.
+///
+/// # Safety
+///
+/// `cx` must be the `ucontext_t` a signal handler received.
+pub unsafe fn ucontext_regs(cx: *mut libc::c_void) -> (usize, usize, usize) {
+    // SAFETY: per the contract, `cx` is a valid `ucontext_t`.
+    let cx = unsafe { &*cx.cast::<libc::ucontext_t>() };
+    let gregs = &cx.uc_mcontext.gregs;
+    (
+        gregs[libc::REG_RIP as usize] as usize,
+        gregs[libc::REG_RBP as usize] as usize,
+        gregs[libc::REG_RSP as usize] as usize,
+    )
+}
+
+/// Rewrites the interrupted context so that, after `sigreturn`, the thread
+/// runs `target` as if it had just been called: below the interrupted stack
+/// pointer and its 128-byte red zone, with the stack aligned as at a
+/// function entry (`rsp % 16 == 8`). `target` must never return.
+///
+/// # Safety
+///
+/// `cx` must be the `ucontext_t` a signal handler received.
+pub unsafe fn redirect(cx: *mut libc::c_void, target: usize) {
+    // SAFETY: per the contract, `cx` is a valid, writable `ucontext_t`.
+    let cx = unsafe { &mut *cx.cast::<libc::ucontext_t>() };
+    let gregs = &mut cx.uc_mcontext.gregs;
+    let sp = gregs[libc::REG_RSP as usize] as usize;
+    let new_sp = ((sp - 128) & !15) - 8;
+    gregs[libc::REG_RSP as usize] = new_sp as i64;
+    gregs[libc::REG_RIP as usize] = target as i64;
+}
+
+/// Reads the caller's frame pointer and return address from the frame at
+/// `fp`.
+///
+/// # Safety
+///
+/// `fp` must be the frame pointer of a live frame that keeps frame
+/// pointers (`[fp]` = caller's fp, `[fp + 8]` = return address).
+pub unsafe fn next_frame(fp: usize) -> (usize, usize) {
+    // SAFETY: per the contract.
+    unsafe { (*(fp as *const usize), *((fp + 8) as *const usize)) }
+}

@@ -1,0 +1,147 @@
+//! Executable memory holding compiled code.
+
+use super::sys::unix::mmap::{Mmap, host_page_size};
+use anyhow::{Result, bail};
+use std::ops::Range;
+use wasmtime_environ::builtins::HostLibcall;
+use wasmtime_environ::{Relocation, TrapSite, TrapSiteKind};
+
+/// A block of machine code loaded into its own read-execute mapping, with
+/// the trap sites that its faulting instructions stand for.
+///
+/// The bytes and the trap table never change after construction, so the
+/// signal handler may read both without synchronization.
+#[derive(Debug)]
+pub struct CodeMemory {
+    mmap: Mmap,
+    text_len: usize,
+    trap_sites: Box<[TrapSite]>,
+}
+
+impl CodeMemory {
+    /// Copies `text` into fresh memory, patches `relocations` with the
+    /// addresses of the host libcalls, and makes it executable.
+    ///
+    /// `trap_sites` must be sorted by offset (as the compiler produces them);
+    /// they are sorted again if not.
+    pub fn new(
+        text: &[u8],
+        relocations: &[Relocation],
+        mut trap_sites: Vec<TrapSite>,
+    ) -> Result<CodeMemory> {
+        let page = host_page_size();
+        let len = text.len().max(1).next_multiple_of(page);
+        let mmap = Mmap::read_write(len)?;
+        // SAFETY: the mapping is fresh, read-write and at least `text.len()`
+        // bytes long.
+        unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), mmap.as_ptr(), text.len()) };
+        for reloc in relocations {
+            let offset = reloc.offset as usize;
+            if offset.checked_add(8).is_none_or(|end| end > text.len()) {
+                bail!("relocation at {offset:#x} is outside the text");
+            }
+            let addr = libcall_address(reloc.target)? as u64;
+            // SAFETY: bounds-checked above; the mapping is still writable.
+            unsafe {
+                std::ptr::write_unaligned(mmap.as_ptr().add(offset).cast::<u64>(), addr.to_le())
+            };
+        }
+        // SAFETY: all bytes are written; from now on the mapping is only
+        // executed and read.
+        unsafe { mmap.make_executable(0, len)? };
+        flush_icache(mmap.as_ptr(), text.len());
+        if !trap_sites.is_sorted_by_key(|t| t.code_offset) {
+            trap_sites.sort_by_key(|t| t.code_offset);
+        }
+        Ok(CodeMemory {
+            mmap,
+            text_len: text.len(),
+            trap_sites: trap_sites.into_boxed_slice(),
+        })
+    }
+
+    /// Address of the first byte of the text.
+    pub fn text_start(&self) -> usize {
+        self.mmap.as_ptr() as usize
+    }
+
+    /// The address range of the text.
+    pub fn text_range(&self) -> Range<usize> {
+        self.text_start()..self.text_start() + self.text_len
+    }
+
+    /// The trap sites, sorted by offset.
+    pub fn trap_sites(&self) -> &[TrapSite] {
+        &self.trap_sites
+    }
+}
+
+/// Binary search of a sorted trap table; usable from a signal handler (no
+/// allocation, no locks).
+pub fn lookup_trap_site(sites: &[TrapSite], offset: u32) -> Option<TrapSiteKind> {
+    sites
+        .binary_search_by_key(&offset, |t| t.code_offset)
+        .ok()
+        .map(|i| sites[i].kind)
+}
+
+/// Makes freshly written code visible to instruction fetch.
+#[cfg(target_arch = "x86_64")]
+fn flush_icache(_start: *mut u8, _len: usize) {
+    // x86 keeps instruction caches coherent with data writes; crossing the
+    // `mprotect` system call serializes the pipeline.
+}
+
+/// Makes freshly written code visible to instruction fetch.
+///
+/// UNVERIFIED on hardware: cleans the data cache and invalidates the
+/// instruction cache line by line, as the Arm ARM prescribes for
+/// self-modifying code.
+#[cfg(target_arch = "aarch64")]
+fn flush_icache(start: *mut u8, len: usize) {
+    use std::arch::asm;
+    let ctr: u64;
+    // SAFETY: CTR_EL0 is readable from EL0 on Linux.
+    unsafe { asm!("mrs {0}, ctr_el0", out(reg) ctr, options(nomem, nostack)) };
+    let dline = 4usize << ((ctr >> 16) & 0xf);
+    let iline = 4usize << (ctr & 0xf);
+    let begin = start as usize;
+    let end = begin + len;
+    let mut addr = begin & !(dline - 1);
+    while addr < end {
+        // SAFETY: cache maintenance on mapped addresses has no other effect.
+        unsafe { asm!("dc cvau, {0}", in(reg) addr, options(nostack)) };
+        addr += dline;
+    }
+    // SAFETY: barrier instructions only.
+    unsafe { asm!("dsb ish", options(nostack)) };
+    let mut addr = begin & !(iline - 1);
+    while addr < end {
+        // SAFETY: as above.
+        unsafe { asm!("ic ivau, {0}", in(reg) addr, options(nostack)) };
+        addr += iline;
+    }
+    // SAFETY: barrier instructions only.
+    unsafe { asm!("dsb ish", "isb", options(nostack)) };
+}
+
+/// The address of the host implementation of `libcall`.
+fn libcall_address(libcall: HostLibcall) -> Result<usize> {
+    use super::libcalls::math;
+    Ok(match libcall {
+        HostLibcall::FloorF32 => math::floor_f32 as *const () as usize,
+        HostLibcall::FloorF64 => math::floor_f64 as *const () as usize,
+        HostLibcall::CeilF32 => math::ceil_f32 as *const () as usize,
+        HostLibcall::CeilF64 => math::ceil_f64 as *const () as usize,
+        HostLibcall::TruncF32 => math::trunc_f32 as *const () as usize,
+        HostLibcall::TruncF64 => math::trunc_f64 as *const () as usize,
+        HostLibcall::NearestF32 => math::nearest_f32 as *const () as usize,
+        HostLibcall::NearestF64 => math::nearest_f64 as *const () as usize,
+        HostLibcall::FmaF32 => math::fma_f32 as *const () as usize,
+        HostLibcall::FmaF64 => math::fma_f64 as *const () as usize,
+        #[cfg(target_arch = "x86_64")]
+        HostLibcall::X86Pshufb => math::x86_pshufb as *const () as usize,
+        #[allow(unreachable_patterns, reason = "only reachable on non-x86 hosts")]
+        other => bail!("libcall {other:?} is not available on this host"),
+    })
+}

@@ -1,0 +1,306 @@
+//! Instances' `VMContext`s: allocation, the header, and typed access to
+//! the per-module areas laid out by [`VMOffsets`].
+//!
+//! Each instance owns one 16-byte aligned allocation:
+//!
+//! ```text
+//! [ *mut Instance, padding ][ VMContextHeader | imports | definitions | func refs ]
+//!  ^ 16-byte prefix          ^ vmctx (what compiled code receives)
+//! ```
+//!
+//! The prefix lets the runtime get from a `vmctx` (all that compiled code
+//! and builtins have) back to the [`Instance`], and from there to its store.
+//! The `Instance` itself is boxed by its store, so both addresses are stable
+//! for the store's life.
+
+use super::libcalls;
+use crate::Module;
+use crate::runtime::store::StoreOpaque;
+use anyhow::{Context, Result, bail};
+use std::alloc::Layout;
+use std::ptr::NonNull;
+use std::sync::atomic::AtomicU64;
+use wasmtime_environ::vm::{
+    VMCONTEXT_MAGIC, VMContextHeader, VMFuncRef, VMGlobalDefinition, VMGlobalImport,
+    VMMemoryDefinition, VMMemoryImport, VMStoreContext, VMTableDefinition, VMTableImport, ValRaw,
+};
+use wasmtime_environ::{
+    ConstExpr, ConstOp, DataIndex, DefinedGlobalIndex, DefinedMemoryIndex, DefinedTableIndex,
+    ElemIndex, ElementItems, EntityRef, FuncIndex, GlobalIndex, MemoryIndex, TableIndex,
+    WasmValType,
+};
+
+/// Bytes before the `VMContext` holding the back pointer to the
+/// [`Instance`].
+const PREFIX: usize = 16;
+
+/// The runtime state of one instance.
+#[derive(Debug)]
+pub struct Instance {
+    module: Module,
+    store: *mut StoreOpaque,
+    id: u32,
+    alloc: NonNull<u8>,
+    layout: Layout,
+    /// Store memory index of each memory, imports first.
+    pub memories: Vec<usize>,
+    /// Store table index of each table, imports first.
+    pub tables: Vec<usize>,
+    /// Store global index of each global, imports first.
+    pub globals: Vec<usize>,
+    /// Store function index of each imported function.
+    pub imported_funcs: Vec<u32>,
+    /// Which element segments have been dropped.
+    pub dropped_elems: Vec<bool>,
+    /// Which data segments have been dropped.
+    pub dropped_data: Vec<bool>,
+}
+
+// SAFETY: an instance is owned by its store and only used through it.
+unsafe impl Send for Instance {}
+// SAFETY: as above.
+unsafe impl Sync for Instance {}
+
+impl Instance {
+    /// Allocates a zeroed `VMContext` for `module` with its header filled
+    /// in. Imports, definitions and function references are the caller's
+    /// to fill.
+    pub fn new(
+        module: &Module,
+        store: *mut StoreOpaque,
+        store_context: *mut VMStoreContext,
+        epoch_counter: *const AtomicU64,
+        id: u32,
+    ) -> Result<Box<Instance>> {
+        let size = PREFIX + module.offsets().size() as usize;
+        let layout = Layout::from_size_align(size, 16).context("VMContext too large")?;
+        // SAFETY: the layout has a non-zero size (the prefix alone is 16).
+        let alloc = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
+            .context("failed to allocate a VMContext")?;
+        let info = module.info();
+        let mut instance = Box::new(Instance {
+            module: module.clone(),
+            store,
+            id,
+            alloc,
+            layout,
+            memories: Vec::with_capacity(info.memories.len()),
+            tables: Vec::with_capacity(info.tables.len()),
+            globals: Vec::with_capacity(info.globals.len()),
+            imported_funcs: Vec::with_capacity(info.num_imported_funcs as usize),
+            dropped_elems: vec![false; info.elements.len()],
+            dropped_data: vec![false; info.data.len()],
+        });
+        let back: *mut Instance = &mut *instance;
+        // SAFETY: the allocation is at least `PREFIX + size_of::<header>`
+        // bytes, 16-aligned, and exclusively ours.
+        unsafe {
+            alloc.as_ptr().cast::<*mut Instance>().write(back);
+            instance
+                .vmctx()
+                .cast::<VMContextHeader>()
+                .write(VMContextHeader {
+                    magic: VMCONTEXT_MAGIC,
+                    store_context,
+                    builtin_functions: libcalls::builtin_array(),
+                    type_ids: module.type_ids().as_ptr(),
+                    epoch_counter,
+                });
+        }
+        Ok(instance)
+    }
+
+    /// The instance owning `vmctx`.
+    ///
+    /// # Safety
+    ///
+    /// `vmctx` must be the `VMContext` of a live instance, and the caller
+    /// must not create overlapping mutable references to it.
+    pub unsafe fn from_vmctx<'a>(vmctx: *mut u8) -> &'a mut Instance {
+        // SAFETY: per the contract, the prefix holds the back pointer.
+        unsafe { &mut **vmctx.sub(PREFIX).cast::<*mut Instance>() }
+    }
+
+    /// The `VMContext` compiled code receives.
+    pub fn vmctx(&self) -> *mut u8 {
+        // SAFETY: the prefix is inside the allocation.
+        unsafe { self.alloc.as_ptr().add(PREFIX) }
+    }
+
+    /// This instance's index in its store.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The instantiated module.
+    pub fn module(&self) -> &Module {
+        &self.module
+    }
+
+    /// The owning store.
+    pub fn store(&self) -> *mut StoreOpaque {
+        self.store
+    }
+
+    fn at<T>(&self, offset: u32) -> *mut T {
+        // SAFETY: offsets come from the module's `VMOffsets`, which lie
+        // within the `VMContext`.
+        unsafe { self.vmctx().add(offset as usize).cast::<T>() }
+    }
+
+    /// The `VMFuncRef` slot of function `index`.
+    pub fn func_ref(&self, index: FuncIndex) -> *mut VMFuncRef {
+        self.at(self.module.offsets().func_ref(index))
+    }
+
+    /// The import slot of imported memory `index`.
+    pub fn imported_memory(&self, index: MemoryIndex) -> *mut VMMemoryImport {
+        self.at(self.module.offsets().imported_memory(index))
+    }
+
+    /// The import slot of imported table `index`.
+    pub fn imported_table(&self, index: TableIndex) -> *mut VMTableImport {
+        self.at(self.module.offsets().imported_table(index))
+    }
+
+    /// The import slot of imported global `index`.
+    pub fn imported_global(&self, index: GlobalIndex) -> *mut VMGlobalImport {
+        self.at(self.module.offsets().imported_global(index))
+    }
+
+    /// The definition of defined memory `index`.
+    pub fn memory_definition(&self, index: DefinedMemoryIndex) -> *mut VMMemoryDefinition {
+        self.at(self.module.offsets().defined_memory(index))
+    }
+
+    /// The definition of defined table `index`.
+    pub fn table_definition(&self, index: DefinedTableIndex) -> *mut VMTableDefinition {
+        self.at(self.module.offsets().defined_table(index))
+    }
+
+    /// The storage of defined global `index`.
+    pub fn global_definition(&self, index: DefinedGlobalIndex) -> *mut VMGlobalDefinition {
+        self.at(self.module.offsets().defined_global(index))
+    }
+
+    /// Evaluates a constant expression (global initializers, segment
+    /// offsets, element items) in this instance.
+    ///
+    /// Reads globals through `store`, so the globals it refers to must be
+    /// initialized.
+    pub fn eval_const(&self, store: &StoreOpaque, expr: &ConstExpr) -> Result<ValRaw> {
+        let mut stack: Vec<ValRaw> = Vec::with_capacity(4);
+        let pop =
+            |stack: &mut Vec<ValRaw>| stack.pop().context("constant expression stack underflow");
+        for op in expr.ops.iter() {
+            match *op {
+                ConstOp::I32Const(v) => stack.push(ValRaw::i32(v)),
+                ConstOp::I64Const(v) => stack.push(ValRaw::i64(v)),
+                ConstOp::F32Const(v) => stack.push(ValRaw::f32(v)),
+                ConstOp::F64Const(v) => stack.push(ValRaw::f64(v)),
+                ConstOp::V128Const(v) => stack.push(ValRaw::v128(v)),
+                ConstOp::RefNull(_) => stack.push(ValRaw::reference(0)),
+                ConstOp::RefFunc(f) => {
+                    if f.index() >= self.module.info().functions.len() {
+                        bail!("constant expression refers to an unknown function");
+                    }
+                    stack.push(ValRaw::reference(self.func_ref(f) as usize))
+                }
+                ConstOp::GlobalGet(g) => {
+                    let id = *self
+                        .globals
+                        .get(g.index())
+                        .context("constant expression refers to an uninitialized global")?;
+                    let def = store.globals[id].definition;
+                    // SAFETY: the global's storage lives as long as the
+                    // store.
+                    stack.push(ValRaw(unsafe { (*def).0 }));
+                }
+                ConstOp::I32Add | ConstOp::I32Sub | ConstOp::I32Mul => {
+                    let b = pop(&mut stack)?.get_i32();
+                    let a = pop(&mut stack)?.get_i32();
+                    stack.push(ValRaw::i32(match op {
+                        ConstOp::I32Add => a.wrapping_add(b),
+                        ConstOp::I32Sub => a.wrapping_sub(b),
+                        _ => a.wrapping_mul(b),
+                    }));
+                }
+                ConstOp::I64Add | ConstOp::I64Sub | ConstOp::I64Mul => {
+                    let b = pop(&mut stack)?.get_i64();
+                    let a = pop(&mut stack)?.get_i64();
+                    stack.push(ValRaw::i64(match op {
+                        ConstOp::I64Add => a.wrapping_add(b),
+                        ConstOp::I64Sub => a.wrapping_sub(b),
+                        _ => a.wrapping_mul(b),
+                    }));
+                }
+            }
+        }
+        match (stack.pop(), stack.is_empty()) {
+            (Some(v), true) => Ok(v),
+            _ => bail!("constant expression must produce exactly one value"),
+        }
+    }
+
+    /// The items of element segment `index` as table elements (empty once
+    /// dropped).
+    pub fn element_items(&self, store: &StoreOpaque, index: ElemIndex) -> Result<Vec<usize>> {
+        if self
+            .dropped_elems
+            .get(index.index())
+            .copied()
+            .unwrap_or(true)
+        {
+            return Ok(Vec::new());
+        }
+        let segment = &self.module.info().elements[index];
+        match &segment.items {
+            ElementItems::Functions(funcs) => funcs
+                .iter()
+                .map(|f| {
+                    if f.index() >= self.module.info().functions.len() {
+                        bail!("element segment refers to an unknown function");
+                    }
+                    Ok(self.func_ref(*f) as usize)
+                })
+                .collect(),
+            ElementItems::Expressions(exprs) => exprs
+                .iter()
+                .map(|e| Ok(self.eval_const(store, e)?.get_reference()))
+                .collect(),
+        }
+    }
+
+    /// The bytes of data segment `index` (empty once dropped).
+    pub fn data_bytes(&self, index: DataIndex) -> &[u8] {
+        if self
+            .dropped_data
+            .get(index.index())
+            .copied()
+            .unwrap_or(true)
+        {
+            return &[];
+        }
+        self.module.info().data_segment_bytes(index)
+    }
+
+    /// Writes `value` of type `ty` into a global's storage.
+    ///
+    /// # Safety
+    ///
+    /// `def` must be a valid global storage.
+    pub unsafe fn write_global(def: *mut VMGlobalDefinition, value: ValRaw, ty: WasmValType) {
+        let size = ty.byte_size() as usize;
+        let mut bytes = [0u8; 16];
+        bytes[..size].copy_from_slice(&value.0[..size]);
+        // SAFETY: per the contract.
+        unsafe { (*def).0 = bytes };
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout, freed once.
+        unsafe { std::alloc::dealloc(self.alloc.as_ptr(), self.layout) };
+    }
+}

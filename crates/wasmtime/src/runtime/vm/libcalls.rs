@@ -1,0 +1,468 @@
+//! The builtin functions compiled code calls (see
+//! `wasmtime_environ::builtins`), and the host math functions it may call
+//! through relocations.
+//!
+//! Every builtin receives the calling instance's `vmctx` first. A builtin
+//! that fails leaves a [`Trap`] (as an error) in the store and returns
+//! `false`; the compiled caller then executes a trap recorded as
+//! `HostCallFailed`, so the error surfaces with a backtrace.
+//!
+//! Builtins run on the Wasm stack with the store otherwise idle (the host
+//! call that entered Wasm holds no references into it), so they access the
+//! store and instance through the raw pointers the `vmctx` leads to.
+
+use super::instance::Instance;
+use crate::Trap;
+use crate::runtime::store::{PendingError, StoreOpaque};
+use wasmtime_environ::{DataIndex, ElemIndex};
+
+macro_rules! builtin_type {
+    (vmctx) => { *mut u8 };
+    (i32) => { u32 };
+    (i64) => { u64 };
+    (pointer) => { usize };
+    (bool) => { bool };
+}
+
+macro_rules! define_builtin_array {
+    ($($(#[$doc:meta])* $name:ident($($pname:ident: $pty:ident),*) $(-> $ret:ident)?;)*) => {
+        /// The builtin-function array: one function pointer per builtin,
+        /// in `foreach_builtin_function!` order, each with exactly the
+        /// declared C signature.
+        #[repr(C)]
+        pub struct BuiltinArray {
+            $(
+                $(#[$doc])*
+                pub $name: unsafe extern "C" fn($(builtin_type!($pty)),*) $(-> builtin_type!($ret))?,
+            )*
+        }
+
+        /// The array every `VMContext` points to.
+        pub static BUILTINS: BuiltinArray = BuiltinArray {
+            $($name: $name,)*
+        };
+    };
+}
+
+wasmtime_environ::foreach_builtin_function!(define_builtin_array);
+
+const _: () = assert!(
+    std::mem::size_of::<BuiltinArray>()
+        == wasmtime_environ::builtins::BuiltinFunctionIndex::ALL.len()
+            * std::mem::size_of::<usize>()
+);
+
+/// Address of the builtin-function array.
+pub fn builtin_array() -> *const u8 {
+    (&raw const BUILTINS).cast()
+}
+
+/// The calling instance and its store.
+///
+/// # Safety
+///
+/// `vmctx` must be a live instance's `VMContext`.
+unsafe fn parts(vmctx: *mut u8) -> (*mut Instance, *mut StoreOpaque) {
+    // SAFETY: per the contract.
+    let instance: *mut Instance = unsafe { Instance::from_vmctx(vmctx) };
+    // SAFETY: the instance is live.
+    let store = unsafe { (*instance).store() };
+    (instance, store)
+}
+
+/// Leaves `trap` in the store and returns `false`.
+///
+/// # Safety
+///
+/// `store` must be live and not otherwise borrowed.
+unsafe fn fail(store: *mut StoreOpaque, trap: Trap) -> bool {
+    // SAFETY: per the contract.
+    unsafe { (*store).set_pending(PendingError::Error(trap.into())) };
+    false
+}
+
+fn in_bounds(start: u64, len: u64, size: u64) -> bool {
+    start.checked_add(len).is_some_and(|end| end <= size)
+}
+
+/// `memory.grow`.
+///
+/// # Safety
+///
+/// Only compiled code calls this, with its own instance `vmctx` and
+/// validated indices.
+unsafe extern "C" fn memory_grow(vmctx: *mut u8, memory: u32, delta_pages: u64) -> u64 {
+    // SAFETY: called by compiled code with its own `vmctx`; the memory
+    // index was validated.
+    unsafe {
+        let (instance, store) = parts(vmctx);
+        let id = (&(*instance).memories)[memory as usize];
+        // A limiter's error cannot trap here (`memory.grow` has no failure
+        // path but -1), so it counts as a refusal.
+        (*store)
+            .grow_memory(id, delta_pages)
+            .ok()
+            .flatten()
+            .unwrap_or(u64::MAX)
+    }
+}
+
+/// `memory.fill`.
+///
+/// # Safety
+///
+/// Only compiled code calls this, with its own instance `vmctx` and
+/// validated indices.
+unsafe extern "C" fn memory_fill(
+    vmctx: *mut u8,
+    memory: u32,
+    dst: u64,
+    value: u32,
+    len: u64,
+) -> bool {
+    // SAFETY: as for `memory_grow`; the range is bounds-checked.
+    unsafe {
+        let (instance, store) = parts(vmctx);
+        let id = (&(*instance).memories)[memory as usize];
+        let m = &(&(*store).memories)[id];
+        if !in_bounds(dst, len, m.byte_size() as u64) {
+            return fail(store, Trap::MemoryOutOfBounds);
+        }
+        std::ptr::write_bytes(m.base().add(dst as usize), value as u8, len as usize);
+        true
+    }
+}
+
+/// `memory.copy`.
+///
+/// # Safety
+///
+/// Only compiled code calls this, with its own instance `vmctx` and
+/// validated indices.
+unsafe extern "C" fn memory_copy(
+    vmctx: *mut u8,
+    dst_memory: u32,
+    dst: u64,
+    src_memory: u32,
+    src: u64,
+    len: u64,
+) -> bool {
+    // SAFETY: as for `memory_grow`; both ranges are bounds-checked and
+    // `copy` allows overlap.
+    unsafe {
+        let (instance, store) = parts(vmctx);
+        let dst_id = (&(*instance).memories)[dst_memory as usize];
+        let src_id = (&(*instance).memories)[src_memory as usize];
+        let memories = &(*store).memories;
+        let (d, s) = (&memories[dst_id], &memories[src_id]);
+        if !in_bounds(dst, len, d.byte_size() as u64) || !in_bounds(src, len, s.byte_size() as u64)
+        {
+            return fail(store, Trap::MemoryOutOfBounds);
+        }
+        std::ptr::copy(
+            s.base().add(src as usize),
+            d.base().add(dst as usize),
+            len as usize,
+        );
+        true
+    }
+}
+
+/// `memory.init`.
+///
+/// # Safety
+///
+/// Only compiled code calls this, with its own instance `vmctx` and
+/// validated indices.
+unsafe extern "C" fn memory_init(
+    vmctx: *mut u8,
+    memory: u32,
+    data: u32,
+    dst: u64,
+    src: u32,
+    len: u32,
+) -> bool {
+    // SAFETY: as for `memory_grow`; both ranges are bounds-checked.
+    unsafe {
+        let (instance, store) = parts(vmctx);
+        let id = (&(*instance).memories)[memory as usize];
+        let m = &(&(*store).memories)[id];
+        let bytes = (*instance).data_bytes(DataIndex::from_u32(data));
+        if !in_bounds(u64::from(src), u64::from(len), bytes.len() as u64)
+            || !in_bounds(dst, u64::from(len), m.byte_size() as u64)
+        {
+            return fail(store, Trap::MemoryOutOfBounds);
+        }
+        std::ptr::copy_nonoverlapping(
+            bytes.as_ptr().add(src as usize),
+            m.base().add(dst as usize),
+            len as usize,
+        );
+        true
+    }
+}
+
+/// `data.drop`.
+///
+/// # Safety
+///
+/// Only compiled code calls this, with its own instance `vmctx` and
+/// validated indices.
+unsafe extern "C" fn data_drop(vmctx: *mut u8, data: u32) {
+    // SAFETY: as for `memory_grow`.
+    unsafe {
+        let (instance, _) = parts(vmctx);
+        let flags = &mut (*instance).dropped_data;
+        if let Some(flag) = flags.get_mut(data as usize) {
+            *flag = true;
+        }
+    }
+}
+
+/// `table.grow`.
+///
+/// # Safety
+///
+/// Only compiled code calls this, with its own instance `vmctx` and
+/// validated indices.
+unsafe extern "C" fn table_grow(vmctx: *mut u8, table: u32, delta: u64, init: usize) -> u64 {
+    // SAFETY: as for `memory_grow`.
+    unsafe {
+        let (instance, store) = parts(vmctx);
+        let id = (&(*instance).tables)[table as usize];
+        (*store)
+            .grow_table(id, delta, init)
+            .ok()
+            .flatten()
+            .unwrap_or(u64::MAX)
+    }
+}
+
+/// `table.fill`.
+///
+/// # Safety
+///
+/// Only compiled code calls this, with its own instance `vmctx` and
+/// validated indices.
+unsafe extern "C" fn table_fill(
+    vmctx: *mut u8,
+    table: u32,
+    dst: u64,
+    value: usize,
+    len: u64,
+) -> bool {
+    // SAFETY: as for `memory_grow`.
+    unsafe {
+        let (instance, store) = parts(vmctx);
+        let id = (&(*instance).tables)[table as usize];
+        if !(&mut (*store).tables)[id].fill(dst, value, len) {
+            return fail(store, Trap::TableOutOfBounds);
+        }
+        true
+    }
+}
+
+/// `table.copy`.
+///
+/// # Safety
+///
+/// Only compiled code calls this, with its own instance `vmctx` and
+/// validated indices.
+unsafe extern "C" fn table_copy(
+    vmctx: *mut u8,
+    dst_table: u32,
+    src_table: u32,
+    dst: u64,
+    src: u64,
+    len: u64,
+) -> bool {
+    // SAFETY: as for `memory_grow`.
+    unsafe {
+        let (instance, store) = parts(vmctx);
+        let dst_id = (&(*instance).tables)[dst_table as usize];
+        let src_id = (&(*instance).tables)[src_table as usize];
+        let tables = &mut (*store).tables;
+        let ok = if dst_id == src_id {
+            tables[dst_id].copy_within(dst, src, len)
+        } else {
+            match tables[src_id].read(src, len) {
+                Some(items) => tables[dst_id].init(dst, &items),
+                None => false,
+            }
+        };
+        if !ok {
+            return fail(store, Trap::TableOutOfBounds);
+        }
+        true
+    }
+}
+
+/// `table.init`.
+///
+/// # Safety
+///
+/// Only compiled code calls this, with its own instance `vmctx` and
+/// validated indices.
+unsafe extern "C" fn table_init(
+    vmctx: *mut u8,
+    table: u32,
+    elem: u32,
+    dst: u64,
+    src: u32,
+    len: u32,
+) -> bool {
+    // SAFETY: as for `memory_grow`.
+    unsafe {
+        let (instance, store) = parts(vmctx);
+        let id = (&(*instance).tables)[table as usize];
+        let items = match (*instance).element_items(&*store, ElemIndex::from_u32(elem)) {
+            Ok(items) => items,
+            Err(e) => {
+                (*store).set_pending(PendingError::Error(e));
+                return false;
+            }
+        };
+        let (src, len) = (src as usize, len as usize);
+        let Some(items) = src.checked_add(len).and_then(|end| items.get(src..end)) else {
+            return fail(store, Trap::TableOutOfBounds);
+        };
+        if !(&mut (*store).tables)[id].init(dst, items) {
+            return fail(store, Trap::TableOutOfBounds);
+        }
+        true
+    }
+}
+
+/// `elem.drop`.
+///
+/// # Safety
+///
+/// Only compiled code calls this, with its own instance `vmctx` and
+/// validated indices.
+unsafe extern "C" fn elem_drop(vmctx: *mut u8, elem: u32) {
+    // SAFETY: as for `memory_grow`.
+    unsafe {
+        let (instance, _) = parts(vmctx);
+        let flags = &mut (*instance).dropped_elems;
+        if let Some(flag) = flags.get_mut(elem as usize) {
+            *flag = true;
+        }
+    }
+}
+
+/// The epoch deadline was reached.
+///
+/// # Safety
+///
+/// Only compiled code calls this, with its own instance `vmctx` and
+/// validated indices.
+unsafe extern "C" fn new_epoch(vmctx: *mut u8) -> bool {
+    // SAFETY: as for `memory_grow`.
+    unsafe {
+        let (_, store) = parts(vmctx);
+        match StoreOpaque::new_epoch(store) {
+            Ok(()) => true,
+            Err(e) => {
+                (*store).set_pending(PendingError::Error(e));
+                false
+            }
+        }
+    }
+}
+
+/// The fuel ran out.
+///
+/// # Safety
+///
+/// Only compiled code calls this, with its own instance `vmctx` and
+/// validated indices.
+unsafe extern "C" fn out_of_gas(vmctx: *mut u8) -> bool {
+    // SAFETY: as for `memory_grow`.
+    unsafe {
+        let (_, store) = parts(vmctx);
+        match (*store).out_of_gas() {
+            Ok(()) => true,
+            Err(e) => {
+                (*store).set_pending(PendingError::Error(e));
+                false
+            }
+        }
+    }
+}
+
+/// Host implementations of the math functions Cranelift may call
+/// (`wasmtime_environ::builtins::HostLibcall`), with the C calling
+/// convention.
+pub mod math {
+    /// `f32` floor.
+    pub extern "C" fn floor_f32(x: f32) -> f32 {
+        x.floor()
+    }
+    /// `f64` floor.
+    pub extern "C" fn floor_f64(x: f64) -> f64 {
+        x.floor()
+    }
+    /// `f32` ceil.
+    pub extern "C" fn ceil_f32(x: f32) -> f32 {
+        x.ceil()
+    }
+    /// `f64` ceil.
+    pub extern "C" fn ceil_f64(x: f64) -> f64 {
+        x.ceil()
+    }
+    /// `f32` truncate.
+    pub extern "C" fn trunc_f32(x: f32) -> f32 {
+        x.trunc()
+    }
+    /// `f64` truncate.
+    pub extern "C" fn trunc_f64(x: f64) -> f64 {
+        x.trunc()
+    }
+    /// `f32` round to nearest, ties to even.
+    pub extern "C" fn nearest_f32(x: f32) -> f32 {
+        x.round_ties_even()
+    }
+    /// `f64` round to nearest, ties to even.
+    pub extern "C" fn nearest_f64(x: f64) -> f64 {
+        x.round_ties_even()
+    }
+    /// `f32` fused multiply-add.
+    pub extern "C" fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
+    /// `f64` fused multiply-add.
+    pub extern "C" fn fma_f64(a: f64, b: f64, c: f64) -> f64 {
+        a.mul_add(b, c)
+    }
+
+    /// `pshufb` semantics (byte shuffle, index high bit = zero) for
+    /// targets without SSSE3.
+    #[cfg(target_arch = "x86_64")]
+    #[allow(
+        improper_ctypes_definitions,
+        reason = "`__m128i` is passed in an XMM register, as Cranelift's libcall expects"
+    )]
+    pub extern "C" fn x86_pshufb(
+        a: std::arch::x86_64::__m128i,
+        b: std::arch::x86_64::__m128i,
+    ) -> std::arch::x86_64::__m128i {
+        // SAFETY: `__m128i` and `[u8; 16]` have the same size and any bit
+        // pattern is valid for both.
+        let (a, b) = unsafe {
+            (
+                std::mem::transmute::<std::arch::x86_64::__m128i, [u8; 16]>(a),
+                std::mem::transmute::<std::arch::x86_64::__m128i, [u8; 16]>(b),
+            )
+        };
+        let mut out = [0u8; 16];
+        for (o, i) in out.iter_mut().zip(b) {
+            *o = if i & 0x80 != 0 {
+                0
+            } else {
+                a[(i & 0xf) as usize]
+            };
+        }
+        // SAFETY: as above.
+        unsafe { std::mem::transmute::<[u8; 16], std::arch::x86_64::__m128i>(out) }
+    }
+}

@@ -1,0 +1,180 @@
+//! Anonymous memory mappings.
+
+use anyhow::{Result, bail};
+use std::io;
+use std::ptr::{self, NonNull};
+use std::sync::OnceLock;
+
+/// The host's page size in bytes.
+pub fn host_page_size() -> usize {
+    static SIZE: OnceLock<usize> = OnceLock::new();
+    *SIZE.get_or_init(|| {
+        // SAFETY: `sysconf` has no memory-safety preconditions.
+        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(size)
+            .ok()
+            .filter(|s| *s > 0)
+            .unwrap_or(4096)
+    })
+}
+
+/// An owned anonymous mapping, unmapped on drop.
+///
+/// A zero-length `Mmap` owns nothing and has a dangling (but aligned)
+/// pointer.
+#[derive(Debug)]
+pub struct Mmap {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: an `Mmap` is just an owned address range; the bytes are accessed
+// through raw pointers whose users synchronize as they need.
+unsafe impl Send for Mmap {}
+// SAFETY: as above; `&Mmap` gives no access to the bytes by itself.
+unsafe impl Sync for Mmap {}
+
+impl Mmap {
+    /// An empty mapping.
+    pub fn empty() -> Mmap {
+        Mmap {
+            ptr: NonNull::dangling(),
+            len: 0,
+        }
+    }
+
+    /// Reserves `len` bytes of inaccessible address space (no memory is
+    /// committed until parts are made accessible).
+    pub fn reserve(len: usize) -> Result<Mmap> {
+        Mmap::map(len, libc::PROT_NONE)
+    }
+
+    /// Maps `len` bytes of zeroed read-write memory.
+    pub fn read_write(len: usize) -> Result<Mmap> {
+        Mmap::map(len, libc::PROT_READ | libc::PROT_WRITE)
+    }
+
+    fn map(len: usize, prot: libc::c_int) -> Result<Mmap> {
+        if len == 0 {
+            return Ok(Mmap::empty());
+        }
+        // SAFETY: an anonymous private mapping at a kernel-chosen address
+        // cannot alias anything else.
+        let ptr = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                prot,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            bail!(
+                "failed to reserve {len:#x} bytes of address space: {}",
+                io::Error::last_os_error()
+            );
+        }
+        Ok(Mmap {
+            ptr: NonNull::new(ptr.cast()).ok_or_else(|| anyhow::anyhow!("mmap returned null"))?,
+            len,
+        })
+    }
+
+    /// The first byte.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// The length in bytes.
+    #[cfg_attr(not(test), allow(dead_code, reason = "used by tests"))]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Changes the protection of `[offset, offset + len)`.
+    ///
+    /// # Safety
+    ///
+    /// Removing access from bytes that something still uses is undefined
+    /// behavior for that user; making code executable is only sound once it
+    /// is fully written.
+    pub unsafe fn protect(&self, offset: usize, len: usize, prot: libc::c_int) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let in_bounds = offset.checked_add(len).is_some_and(|end| end <= self.len);
+        if !in_bounds {
+            bail!("protection change outside of the mapping");
+        }
+        // SAFETY: the range is inside this mapping (checked above); the
+        // caller vouches that nobody relies on the old protection.
+        let rc = unsafe { libc::mprotect(self.ptr.as_ptr().add(offset).cast(), len, prot) };
+        if rc != 0 {
+            bail!(
+                "failed to change memory protection: {}",
+                io::Error::last_os_error()
+            );
+        }
+        Ok(())
+    }
+
+    /// Makes `[offset, offset + len)` readable and writable.
+    ///
+    /// # Safety
+    ///
+    /// See [`Mmap::protect`].
+    pub unsafe fn make_accessible(&self, offset: usize, len: usize) -> Result<()> {
+        // SAFETY: forwarded to the caller.
+        unsafe { self.protect(offset, len, libc::PROT_READ | libc::PROT_WRITE) }
+    }
+
+    /// Makes `[offset, offset + len)` readable and executable (and no longer
+    /// writable).
+    ///
+    /// # Safety
+    ///
+    /// See [`Mmap::protect`].
+    pub unsafe fn make_executable(&self, offset: usize, len: usize) -> Result<()> {
+        // SAFETY: forwarded to the caller.
+        unsafe { self.protect(offset, len, libc::PROT_READ | libc::PROT_EXEC) }
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        if self.len == 0 {
+            return;
+        }
+        // SAFETY: this mapping is owned and unmapped exactly once.
+        let rc = unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+        debug_assert_eq!(rc, 0, "munmap failed: {}", io::Error::last_os_error());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserve_then_commit() {
+        let page = host_page_size();
+        let m = Mmap::reserve(4 * page).unwrap();
+        // SAFETY: nothing uses the mapping yet.
+        unsafe { m.make_accessible(page, page).unwrap() };
+        // SAFETY: the second page is read-write now.
+        unsafe {
+            *m.as_ptr().add(page) = 7;
+            assert_eq!(*m.as_ptr().add(page + page - 1), 0);
+        }
+        // SAFETY: out of range requests are rejected, not performed.
+        assert!(unsafe { m.make_accessible(3 * page, 2 * page) }.is_err());
+    }
+
+    #[test]
+    fn empty_mapping() {
+        let m = Mmap::reserve(0).unwrap();
+        assert_eq!(m.len(), 0);
+    }
+}

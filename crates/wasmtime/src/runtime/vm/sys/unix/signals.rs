@@ -1,0 +1,236 @@
+//! The process-wide signal handler that turns faults in compiled Wasm into
+//! traps, and the per-thread alternate signal stack.
+//!
+//! The handler is installed once per process (`SIGSEGV`, `SIGBUS`,
+//! `SIGILL`, `SIGFPE`, with `SA_SIGINFO | SA_ONSTACK | SA_NODEFER`) and
+//! keeps the previous dispositions. For a fault that is not a trap site of
+//! the thread's innermost activation it chains to the previous handler: an
+//! `SA_SIGINFO` handler is called with the same arguments, a plain handler
+//! with the signal number, and for `SIG_DFL`/`SIG_IGN` the disposition is
+//! reset to `SIG_DFL` and the handler returns, so the faulting instruction
+//! runs again and the process dies as if no handler had been installed.
+//!
+//! The handler takes no locks, allocates nothing and touches only a
+//! `const`-initialized, destructor-free thread-local (see
+//! `traphandlers::ACTIVATION`).
+
+use super::super::super::arch;
+use super::super::super::traphandlers::{innermost_activation, unwind_trap};
+use super::mmap::{Mmap, host_page_size};
+use std::cell::{Cell, RefCell, UnsafeCell};
+use std::mem::{self, MaybeUninit};
+use std::ptr;
+use std::sync::Once;
+
+const SIGNALS: [libc::c_int; 4] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE];
+
+/// The dispositions that were installed before ours, indexed like
+/// [`SIGNALS`]. Written once, before our handler is installed, then only
+/// read.
+struct PreviousActions(UnsafeCell<[MaybeUninit<libc::sigaction>; 4]>);
+
+// SAFETY: written only inside `INIT.call_once` before any handler can read
+// it, read-only afterwards.
+unsafe impl Sync for PreviousActions {}
+
+static PREVIOUS: PreviousActions =
+    PreviousActions(UnsafeCell::new([const { MaybeUninit::uninit() }; 4]));
+static INIT: Once = Once::new();
+
+/// Installs the trap handler for this process (once; later calls do
+/// nothing).
+pub fn init_traps() {
+    INIT.call_once(|| {
+        for (i, &signal) in SIGNALS.iter().enumerate() {
+            // SAFETY: `sigaction` with a zeroed struct and an
+            // `SA_SIGINFO` handler of the right signature is sound; the
+            // previous action is written into its slot before the new
+            // handler can run.
+            unsafe {
+                let mut action: libc::sigaction = mem::zeroed();
+                action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_NODEFER;
+                action.sa_sigaction = trap_handler as *const () as usize;
+                libc::sigemptyset(&mut action.sa_mask);
+                let prev = (*PREVIOUS.0.get())[i].as_mut_ptr();
+                if libc::sigaction(signal, &action, prev) != 0 {
+                    panic!(
+                        "unable to install signal handler: {}",
+                        std::io::Error::last_os_error()
+                    );
+                }
+            }
+        }
+    });
+}
+
+/// The signal handler.
+///
+/// # Safety
+///
+/// Only the kernel calls this, with a valid `siginfo_t` and `ucontext_t`.
+unsafe extern "C" fn trap_handler(
+    signum: libc::c_int,
+    info: *mut libc::siginfo_t,
+    context: *mut libc::c_void,
+) {
+    // SAFETY: arguments as the kernel passed them.
+    unsafe {
+        if !handle_trap(signum, info, context) {
+            chain_to_previous(signum, info, context);
+        }
+    }
+}
+
+/// Redirects the thread to [`unwind_trap`] if the fault is a trap site of
+/// the innermost activation. Returns whether it did.
+///
+/// # Safety
+///
+/// As for [`trap_handler`].
+unsafe fn handle_trap(
+    signum: libc::c_int,
+    info: *mut libc::siginfo_t,
+    context: *mut libc::c_void,
+) -> bool {
+    let activation = innermost_activation();
+    if activation.is_null() {
+        return false;
+    }
+    // SAFETY: `context` is the kernel's `ucontext_t`.
+    let (pc, fp, _sp) = unsafe { arch::ucontext_regs(context) };
+    // SAFETY: an activation is unlinked before its frame goes away, so the
+    // innermost one is live while its thread runs (and this thread is the
+    // one that faulted).
+    let activation = unsafe { &*activation };
+    // SAFETY: the activation is live (above).
+    let Some(kind) = (unsafe { activation.lookup_trap(pc) }) else {
+        return false;
+    };
+    let fault_addr = if signum == libc::SIGSEGV || signum == libc::SIGBUS {
+        // SAFETY: for these signals the kernel fills `si_addr`.
+        Some(unsafe { (*info).si_addr() } as usize)
+    } else {
+        None
+    };
+    activation.record_trap(kind, pc, fp, fault_addr);
+    // SAFETY: `context` is the kernel's `ucontext_t`; `unwind_trap` never
+    // returns.
+    unsafe { arch::redirect(context, unwind_trap as *const () as usize) };
+    true
+}
+
+/// Hands a fault that is not ours to whatever was installed before us.
+///
+/// # Safety
+///
+/// As for [`trap_handler`].
+unsafe fn chain_to_previous(
+    signum: libc::c_int,
+    info: *mut libc::siginfo_t,
+    context: *mut libc::c_void,
+) {
+    let Some(i) = SIGNALS.iter().position(|&s| s == signum) else {
+        return;
+    };
+    // SAFETY: `INIT` wrote every slot before installing this handler.
+    let prev = unsafe { &*(*PREVIOUS.0.get())[i].as_ptr() };
+    if prev.sa_flags & libc::SA_SIGINFO != 0 {
+        // SAFETY: an `SA_SIGINFO` handler has this signature.
+        unsafe {
+            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                mem::transmute(prev.sa_sigaction);
+            f(signum, info, context);
+        }
+    } else if prev.sa_sigaction == libc::SIG_DFL || prev.sa_sigaction == libc::SIG_IGN {
+        // Restore the default action and return: the instruction faults
+        // again and the kernel applies it (for a synchronous fault it kills
+        // the process even if the old disposition was "ignore").
+        // SAFETY: `sigaction` is async-signal-safe; the struct is valid.
+        unsafe {
+            let mut dfl: libc::sigaction = mem::zeroed();
+            dfl.sa_sigaction = libc::SIG_DFL;
+            libc::sigemptyset(&mut dfl.sa_mask);
+            libc::sigaction(signum, &dfl, ptr::null_mut());
+        }
+    } else {
+        // SAFETY: a plain handler takes the signal number.
+        unsafe {
+            let f: extern "C" fn(libc::c_int) = mem::transmute(prev.sa_sigaction);
+            f(signum);
+        }
+    }
+}
+
+/// Size of the alternate signal stack this runtime installs on threads that
+/// have none.
+const ALT_STACK_SIZE: usize = 64 * 1024;
+/// An existing alternate stack at least this large is kept.
+const MIN_EXISTING_ALT_STACK: usize = 8 * 1024;
+
+struct AltStack {
+    mmap: Mmap,
+    sp: *mut libc::c_void,
+}
+
+impl Drop for AltStack {
+    fn drop(&mut self) {
+        // SAFETY: querying and disabling the alternate stack of the current
+        // thread; ours is only disabled if it is still the installed one.
+        unsafe {
+            let mut current: libc::stack_t = mem::zeroed();
+            if libc::sigaltstack(ptr::null(), &mut current) == 0
+                && current.ss_sp == self.sp
+                && current.ss_flags & libc::SS_DISABLE == 0
+            {
+                let disable = libc::stack_t {
+                    ss_sp: ptr::null_mut(),
+                    ss_flags: libc::SS_DISABLE,
+                    ss_size: ALT_STACK_SIZE,
+                };
+                libc::sigaltstack(&disable, ptr::null_mut());
+            }
+        }
+        let _ = &self.mmap;
+    }
+}
+
+thread_local! {
+    static ALT_STACK_CHECKED: Cell<bool> = const { Cell::new(false) };
+    static ALT_STACK: RefCell<Option<AltStack>> = const { RefCell::new(None) };
+}
+
+/// Makes sure this thread has an alternate signal stack (the trap handler
+/// runs with `SA_ONSTACK`). Cheap after the first call on a thread.
+pub fn lazy_per_thread_init() {
+    if ALT_STACK_CHECKED.with(|c| c.replace(true)) {
+        return;
+    }
+    // SAFETY: querying the current thread's alternate stack.
+    let mut old: libc::stack_t = unsafe { mem::zeroed() };
+    // SAFETY: as above.
+    let rc = unsafe { libc::sigaltstack(ptr::null(), &mut old) };
+    if rc == 0 && old.ss_flags & libc::SS_DISABLE == 0 && old.ss_size >= MIN_EXISTING_ALT_STACK {
+        return;
+    }
+    let page = host_page_size();
+    let Ok(mmap) = Mmap::reserve(ALT_STACK_SIZE + page) else {
+        return;
+    };
+    // SAFETY: the mapping is fresh; the first page stays a guard.
+    if unsafe { mmap.make_accessible(page, ALT_STACK_SIZE) }.is_err() {
+        return;
+    }
+    // SAFETY: `page` is within the mapping.
+    let sp = unsafe { mmap.as_ptr().add(page) }.cast::<libc::c_void>();
+    let stack = libc::stack_t {
+        ss_sp: sp,
+        ss_flags: 0,
+        ss_size: ALT_STACK_SIZE,
+    };
+    // SAFETY: the stack is mapped read-write and owned by this thread's
+    // TLS slot until the thread exits (its destructor disables it first).
+    if unsafe { libc::sigaltstack(&stack, ptr::null_mut()) } != 0 {
+        return;
+    }
+    ALT_STACK.with(|s| *s.borrow_mut() = Some(AltStack { mmap, sp }));
+}

@@ -1,0 +1,619 @@
+//! Entering Wasm, catching traps, and capturing Wasm backtraces.
+//!
+//! Every call from the host into Wasm pushes an [`Activation`] (on the
+//! Rust stack of [`call_wasm`]) onto a per-thread linked list whose head is
+//! a `const`-initialized thread-local pointer, readable from a signal
+//! handler without lazy initialization. The call goes through the
+//! architecture's catch point (`wasmtime_mmu_catch`), so a trap can
+//! long-jump straight back to [`call_wasm`], which then returns the
+//! [`TrapRecord`] the signal handler and the unwinding function filled in.
+//!
+//! # The trap path
+//!
+//! 1. A faulting instruction raises a signal; the handler
+//!    (`sys::unix::signals`) reads the innermost activation, looks the PC up
+//!    in that store's [`CodeSnapshot`] and, for a recorded trap site, stores
+//!    kind, PC and frame pointer in the activation and redirects the
+//!    interrupted context to [`unwind_trap`].
+//! 2. After `sigreturn`, [`unwind_trap`] runs as an ordinary function on the
+//!    thread's stack below the faulting frame: it walks the frame pointers to
+//!    record the backtrace, then long-jumps to the catch point.
+//!
+//! # Backtraces
+//!
+//! Wasm frames are walked by frame pointer. An activation's frames run from
+//! the trap (or the last exit to the host, `VMStoreContext::last_wasm_exit_*`)
+//! up to the catch frame, whose frame pointer the entry trampoline saved.
+//! Older activations of the same store continue from the exit state saved
+//! when the newer activation was entered.
+
+use super::arch::{self, JmpBuf};
+use super::code_memory::{CodeMemory, lookup_trap_site};
+use std::cell::{Cell, UnsafeCell};
+use std::ptr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use wasmtime_environ::vm::{VMEntryTrampoline, VMFuncRef, VMStoreContext, ValRaw};
+use wasmtime_environ::{TrapSite, TrapSiteKind};
+
+thread_local! {
+    /// The innermost activation of this thread (null when no Wasm is
+    /// running). `const`-initialized and without destructor, so reading it
+    /// compiles to a plain thread-pointer-relative load in an executable and
+    /// is safe in a signal handler.
+    static ACTIVATION: Cell<*const Activation> = const { Cell::new(ptr::null()) };
+}
+
+/// The innermost activation of the current thread, or null.
+///
+/// Async-signal-safe (see [`ACTIVATION`]).
+pub fn innermost_activation() -> *const Activation {
+    ACTIVATION.with(|a| a.get())
+}
+
+/// One entry of a [`CodeSnapshot`].
+#[derive(Clone, Copy, Debug)]
+struct SnapshotEntry {
+    start: usize,
+    end: usize,
+    traps: *const TrapSite,
+    num_traps: usize,
+}
+
+/// An immutable, sorted list of a store's code ranges with their trap
+/// tables, as the signal handler reads it.
+#[derive(Debug)]
+pub struct CodeSnapshot {
+    entries: Box<[SnapshotEntry]>,
+}
+
+impl CodeSnapshot {
+    /// The trap site at `pc`, if `pc` is a recorded trap site of this
+    /// store's code. Async-signal-safe: no locks, no allocation.
+    pub fn lookup(&self, pc: usize) -> Option<TrapSiteKind> {
+        let i = self
+            .entries
+            .partition_point(|e| e.start <= pc)
+            .checked_sub(1)?;
+        let e = &self.entries[i];
+        if pc >= e.end {
+            return None;
+        }
+        // SAFETY: `traps`/`num_traps` describe the boxed trap table of a
+        // `CodeMemory` that the registry keeps alive as long as this
+        // snapshot.
+        let traps = unsafe { std::slice::from_raw_parts(e.traps, e.num_traps) };
+        lookup_trap_site(traps, u32::try_from(pc - e.start).ok()?)
+    }
+}
+
+/// A store's registry of loaded code, for the signal handler.
+///
+/// Registering code builds a new [`CodeSnapshot`] and publishes it; old
+/// snapshots stay allocated until the registry drops, so a handler that
+/// loaded an old pointer can keep using it.
+#[derive(Debug)]
+#[allow(clippy::vec_box, reason = "snapshots are boxed for stable addresses")]
+pub struct CodeRegistry {
+    current: AtomicPtr<CodeSnapshot>,
+    snapshots: Vec<Box<CodeSnapshot>>,
+    code: Vec<Arc<CodeMemory>>,
+}
+
+// SAFETY: the raw pointers in snapshots point into `CodeMemory`s owned by
+// this registry; they are immutable and shared read-only.
+unsafe impl Send for CodeRegistry {}
+// SAFETY: as above.
+unsafe impl Sync for CodeRegistry {}
+// SAFETY: snapshot entries are plain data describing immutable memory.
+unsafe impl Send for CodeSnapshot {}
+// SAFETY: as above.
+unsafe impl Sync for CodeSnapshot {}
+
+impl Default for CodeRegistry {
+    fn default() -> Self {
+        CodeRegistry::new()
+    }
+}
+
+impl CodeRegistry {
+    /// An empty registry.
+    pub fn new() -> CodeRegistry {
+        let mut snapshot = Box::new(CodeSnapshot {
+            entries: Box::new([]),
+        });
+        let current = AtomicPtr::new(&mut *snapshot);
+        CodeRegistry {
+            current,
+            snapshots: vec![snapshot],
+            code: Vec::new(),
+        }
+    }
+
+    /// Registers `code` (idempotent).
+    pub fn register(&mut self, code: &Arc<CodeMemory>) {
+        if self.code.iter().any(|c| Arc::ptr_eq(c, code)) {
+            return;
+        }
+        self.code.push(code.clone());
+        let mut entries: Vec<SnapshotEntry> = self
+            .code
+            .iter()
+            .filter(|c| !c.text_range().is_empty())
+            .map(|c| SnapshotEntry {
+                start: c.text_range().start,
+                end: c.text_range().end,
+                traps: c.trap_sites().as_ptr(),
+                num_traps: c.trap_sites().len(),
+            })
+            .collect();
+        entries.sort_by_key(|e| e.start);
+        let mut snapshot = Box::new(CodeSnapshot {
+            entries: entries.into_boxed_slice(),
+        });
+        self.current.store(&mut *snapshot, Ordering::Release);
+        self.snapshots.push(snapshot);
+    }
+
+    /// Where the current snapshot pointer lives (stable for the registry's
+    /// lifetime, which must be at a stable address itself).
+    pub fn current_ptr(&self) -> *const AtomicPtr<CodeSnapshot> {
+        &self.current
+    }
+}
+
+/// One frame of a raw backtrace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawFrame {
+    /// A PC inside the frame's function: the trapping instruction itself
+    /// when `exact`, otherwise a return address (one past the call).
+    pub pc: usize,
+    /// Whether `pc` is the faulting instruction rather than a return
+    /// address.
+    pub exact: bool,
+}
+
+/// What a trap left behind.
+#[derive(Debug)]
+#[allow(
+    dead_code,
+    reason = "`pc` and `fault_addr` are kept for fault diagnostics"
+)]
+pub struct TrapRecord {
+    /// What the faulting instruction stands for.
+    pub kind: TrapSiteKind,
+    /// The faulting PC.
+    pub pc: usize,
+    /// The faulting address for memory faults.
+    pub fault_addr: Option<usize>,
+    /// Frames from the trap outwards (Wasm and trampolines alike, across
+    /// this store's activations).
+    pub backtrace: Vec<RawFrame>,
+}
+
+/// A call from the host into Wasm in progress on this thread.
+///
+/// Lives on the stack of [`call_wasm`]; linked from [`ACTIVATION`].
+pub struct Activation {
+    jmp_buf: UnsafeCell<JmpBuf>,
+    prev: *const Activation,
+    store_context: *mut VMStoreContext,
+    code: *const AtomicPtr<CodeSnapshot>,
+    saved_exit_fp: usize,
+    saved_exit_pc: usize,
+    saved_stack_limit: usize,
+    max_raw_frames: usize,
+    // Written by the signal handler (through a shared pointer, hence cells):
+    trap_kind: Cell<u8>,
+    trap_pc: Cell<usize>,
+    trap_fp: Cell<usize>,
+    fault_addr: Cell<Option<usize>>,
+    // Written by `unwind_trap`:
+    backtrace: UnsafeCell<Vec<RawFrame>>,
+}
+
+impl Activation {
+    /// The trap kind at `pc` if it is a trap site of this activation's
+    /// store. Async-signal-safe.
+    ///
+    /// # Safety
+    ///
+    /// Must be called while the activation is live.
+    pub unsafe fn lookup_trap(&self, pc: usize) -> Option<TrapSiteKind> {
+        // SAFETY: the registry outlives every activation of its store and
+        // its snapshots are never freed while the store lives.
+        let snapshot = unsafe { &*(*self.code).load(Ordering::Acquire) };
+        snapshot.lookup(pc)
+    }
+
+    /// Records a trap for [`unwind_trap`]. Async-signal-safe.
+    pub fn record_trap(&self, kind: TrapSiteKind, pc: usize, fp: usize, fault_addr: Option<usize>) {
+        self.trap_kind.set(kind.to_u8());
+        self.trap_pc.set(pc);
+        self.trap_fp.set(fp);
+        self.fault_addr.set(fault_addr);
+    }
+
+    fn catch_fp(&self) -> usize {
+        // SAFETY: the buffer is written once by the catch point before any
+        // Wasm runs and only read afterwards.
+        unsafe { (*self.jmp_buf.get()).catch_fp() }
+    }
+}
+
+/// The calling store's state that entering Wasm needs.
+#[derive(Clone, Copy, Debug)]
+pub struct EntryStore {
+    /// The store's `VMStoreContext`.
+    pub store_context: *mut VMStoreContext,
+    /// The store's current code snapshot pointer.
+    pub code: *const AtomicPtr<CodeSnapshot>,
+    /// `Config::max_wasm_stack`.
+    pub max_wasm_stack: usize,
+    /// The most Wasm frames a backtrace keeps (0: no backtraces).
+    pub max_backtrace_frames: usize,
+}
+
+/// Calls the Wasm function `callee` through its entry `trampoline` with the
+/// parameters in `values` (results come back in the same slots), catching
+/// traps.
+///
+/// Sets the store's stack limit if no Wasm of the store is on the stack
+/// yet (`max_wasm_stack` below the current stack pointer) and restores the
+/// store's exit state afterwards, so nested calls compose.
+///
+/// # Safety
+///
+/// `store`'s pointers must be the calling store's, valid for the whole
+/// call; `callee` must be a Wasm function of that store whose type matches
+/// `trampoline`; `caller_vmctx` must be an instance `VMContext` of that
+/// store; `values` must hold enough slots for the parameters and results.
+pub unsafe fn call_wasm(
+    store: EntryStore,
+    trampoline: VMEntryTrampoline,
+    callee: *const VMFuncRef,
+    caller_vmctx: *mut u8,
+    values: *mut ValRaw,
+) -> Result<(), Box<TrapRecord>> {
+    let EntryStore {
+        store_context,
+        code,
+        max_wasm_stack,
+        max_backtrace_frames,
+    } = store;
+    super::sys::unix::signals::lazy_per_thread_init();
+    // SAFETY: the caller guarantees `store_context` is valid.
+    let ctx = unsafe { &mut *store_context };
+    let activation = Activation {
+        jmp_buf: UnsafeCell::new(JmpBuf::default()),
+        prev: innermost_activation(),
+        store_context,
+        code,
+        saved_exit_fp: ctx.last_wasm_exit_fp,
+        saved_exit_pc: ctx.last_wasm_exit_pc,
+        saved_stack_limit: ctx.stack_limit,
+        max_raw_frames: if max_backtrace_frames == 0 {
+            0
+        } else {
+            max_backtrace_frames.saturating_mul(4).saturating_add(16)
+        },
+        trap_kind: Cell::new(0),
+        trap_pc: Cell::new(0),
+        trap_fp: Cell::new(0),
+        fault_addr: Cell::new(None),
+        backtrace: UnsafeCell::new(Vec::new()),
+    };
+    if ctx.stack_limit == usize::MAX {
+        let here = &activation as *const Activation as usize;
+        ctx.stack_limit = here.saturating_sub(max_wasm_stack);
+    }
+    ACTIVATION.with(|a| a.set(&activation));
+    // SAFETY: the caller vouches for the callee, trampoline and values;
+    // the activation stays put on this frame until it is unlinked below.
+    let status = unsafe {
+        arch::wasmtime_mmu_catch(
+            activation.jmp_buf.get(),
+            trampoline,
+            callee,
+            caller_vmctx,
+            values,
+        )
+    };
+    ACTIVATION.with(|a| a.set(activation.prev));
+    // SAFETY: as above; Wasm of this store no longer runs on this
+    // activation.
+    let ctx = unsafe { &mut *store_context };
+    ctx.stack_limit = activation.saved_stack_limit;
+    ctx.last_wasm_exit_fp = activation.saved_exit_fp;
+    ctx.last_wasm_exit_pc = activation.saved_exit_pc;
+    if status == 0 {
+        return Ok(());
+    }
+    let kind = TrapSiteKind::from_u8(activation.trap_kind.get()).unwrap_or(TrapSiteKind::Trap(
+        wasmtime_environ::Trap::UnreachableCodeReached,
+    ));
+    Err(Box::new(TrapRecord {
+        kind,
+        pc: activation.trap_pc.get(),
+        fault_addr: activation.fault_addr.get(),
+        backtrace: activation.backtrace.into_inner(),
+    }))
+}
+
+/// Where the signal handler sends a trapping thread: records the backtrace
+/// and long-jumps to the innermost activation's catch point.
+///
+/// Entered as if called (stack aligned for a function entry) but with no
+/// meaningful return address; never returns.
+pub extern "C" fn unwind_trap() -> ! {
+    let activation = innermost_activation();
+    // SAFETY: the signal handler only redirects here after recording a
+    // trap in the (live) innermost activation.
+    unsafe {
+        capture_trap_backtrace(activation);
+        arch::wasmtime_mmu_longjmp((*activation).jmp_buf.get())
+    }
+}
+
+/// Fills the activation's backtrace. A separate function so that every
+/// local with a destructor is gone before the long jump.
+///
+/// # Safety
+///
+/// `activation` must be the live innermost activation with a recorded trap.
+#[inline(never)]
+unsafe fn capture_trap_backtrace(activation: *const Activation) {
+    // SAFETY: per the contract.
+    let act = unsafe { &*activation };
+    if act.max_raw_frames == 0 {
+        return;
+    }
+    let mut frames = Vec::new();
+    // SAFETY: the trap PC/FP were read from the faulting context, whose
+    // frames are still intact below the catch frame.
+    unsafe {
+        walk_activation(
+            act.trap_pc.get(),
+            act.trap_fp.get(),
+            act.catch_fp(),
+            true,
+            act.max_raw_frames,
+            &mut frames,
+        );
+        walk_older_activations(activation, act.max_raw_frames, &mut frames);
+        *act.backtrace.get() = frames;
+    }
+}
+
+/// Walks the frames of one activation from `(pc, fp)` up to (excluding)
+/// the catch frame at `stop_fp`.
+///
+/// # Safety
+///
+/// `(pc, fp)` must describe a live frame of compiled code (or be zero)
+/// below `stop_fp`, on a chain of frame records that reaches `stop_fp`.
+unsafe fn walk_activation(
+    mut pc: usize,
+    mut fp: usize,
+    stop_fp: usize,
+    mut exact: bool,
+    max: usize,
+    out: &mut Vec<RawFrame>,
+) {
+    if pc == 0 || fp == 0 || fp >= stop_fp {
+        return;
+    }
+    while out.len() < max {
+        out.push(RawFrame { pc, exact });
+        // SAFETY: `fp` is a frame pointer of a live compiled frame below
+        // the catch frame (per the contract and the checks below).
+        let (next_fp, next_pc) = unsafe { arch::next_frame(fp) };
+        if next_fp >= stop_fp || next_fp <= fp {
+            break;
+        }
+        fp = next_fp;
+        pc = next_pc;
+        exact = false;
+    }
+}
+
+/// Continues a backtrace of `innermost`'s store into the store's older
+/// activations on this thread.
+///
+/// # Safety
+///
+/// `innermost` and every activation linked from it must be live.
+unsafe fn walk_older_activations(
+    innermost: *const Activation,
+    max: usize,
+    out: &mut Vec<RawFrame>,
+) {
+    // SAFETY: per the contract, the whole chain is live.
+    unsafe {
+        let store = (*innermost).store_context;
+        let mut newer = innermost;
+        let mut older = (*innermost).prev;
+        while !older.is_null() {
+            if (*older).store_context == store {
+                walk_activation(
+                    (*newer).saved_exit_pc,
+                    (*newer).saved_exit_fp,
+                    (*older).catch_fp(),
+                    false,
+                    max,
+                    out,
+                );
+                newer = older;
+            }
+            older = (*older).prev;
+        }
+    }
+}
+
+/// Captures the Wasm frames of the store whose context is `store_context`
+/// that are on this thread's stack, starting from the store's last exit to
+/// the host (for a host function called from Wasm, the calling Wasm frame).
+///
+/// Returns nothing when no Wasm of that store is running.
+pub fn capture_host_backtrace(store_context: *mut VMStoreContext, max: usize) -> Vec<RawFrame> {
+    let mut out = Vec::new();
+    let mut act = innermost_activation();
+    // SAFETY: activations on the list are live (each is unlinked before
+    // its frame returns); the store context outlives them.
+    unsafe {
+        while !act.is_null() && (*act).store_context != store_context {
+            act = (*act).prev;
+        }
+        if act.is_null() {
+            return out;
+        }
+        let ctx = &*store_context;
+        walk_activation(
+            ctx.last_wasm_exit_pc,
+            ctx.last_wasm_exit_fp,
+            (*act).catch_fp(),
+            false,
+            max,
+            &mut out,
+        );
+        walk_older_activations(act, max, &mut out);
+    }
+    out
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+    use wasmtime_environ::{Trap, TrapSite};
+
+    /// Runs hand-assembled x86_64 machine code as if it were an entry
+    /// trampoline, with `trap_sites` registered.
+    fn run(
+        code: &[u8],
+        trap_sites: Vec<TrapSite>,
+        values: &mut [ValRaw],
+    ) -> (Result<(), Box<TrapRecord>>, usize) {
+        super::super::init_traps();
+        let code = Arc::new(CodeMemory::new(code, &[], trap_sites).unwrap());
+        let mut registry = CodeRegistry::new();
+        registry.register(&code);
+        let mut ctx = VMStoreContext {
+            stack_limit: usize::MAX,
+            fuel_consumed: 0,
+            epoch_deadline: 0,
+            last_wasm_exit_fp: 0,
+            last_wasm_exit_pc: 0,
+        };
+        // SAFETY: the text is a valid function with the entry-trampoline
+        // signature (it only touches `values`).
+        let trampoline =
+            unsafe { std::mem::transmute::<usize, VMEntryTrampoline>(code.text_start()) };
+        // SAFETY: the context, registry and values outlive the call.
+        let result = unsafe {
+            call_wasm(
+                EntryStore {
+                    store_context: &mut ctx,
+                    code: registry.current_ptr(),
+                    max_wasm_stack: 1 << 20,
+                    max_backtrace_frames: 20,
+                },
+                trampoline,
+                std::ptr::null(),
+                std::ptr::null_mut(),
+                values.as_mut_ptr(),
+            )
+        };
+        assert_eq!(ctx.stack_limit, usize::MAX, "the stack limit is restored");
+        assert!(innermost_activation().is_null());
+        (result, code.text_start())
+    }
+
+    #[test]
+    fn normal_return() {
+        // mov dword ptr [rdx], 42; ret
+        let mut values = [ValRaw::default()];
+        let (result, _) = run(&[0xc7, 0x02, 0x2a, 0, 0, 0, 0xc3], vec![], &mut values);
+        assert!(result.is_ok());
+        assert_eq!(values[0].get_i32(), 42);
+    }
+
+    #[test]
+    fn ud2_is_caught() {
+        // push rbp; mov rbp, rsp; ud2
+        let code = [0x55, 0x48, 0x89, 0xe5, 0x0f, 0x0b];
+        let site = TrapSite {
+            code_offset: 4,
+            kind: TrapSiteKind::Trap(Trap::UnreachableCodeReached),
+        };
+        for _ in 0..3 {
+            let (result, start) = run(&code, vec![site], &mut []);
+            let record = result.unwrap_err();
+            assert_eq!(
+                record.kind,
+                TrapSiteKind::Trap(Trap::UnreachableCodeReached)
+            );
+            assert_eq!(record.pc, start + 4);
+            assert_eq!(
+                record.backtrace,
+                [RawFrame {
+                    pc: start + 4,
+                    exact: true
+                }]
+            );
+        }
+    }
+
+    #[test]
+    fn null_load_is_caught() {
+        // push rbp; mov rbp, rsp; mov rax, [0]; (never reached:) pop rbp; ret
+        let code = [
+            0x55, 0x48, 0x89, 0xe5, 0x48, 0x8b, 0x04, 0x25, 0, 0, 0, 0, 0x5d, 0xc3,
+        ];
+        let site = TrapSite {
+            code_offset: 4,
+            kind: TrapSiteKind::Trap(Trap::MemoryOutOfBounds),
+        };
+        let (result, _) = run(&code, vec![site], &mut []);
+        let record = result.unwrap_err();
+        assert_eq!(record.kind, TrapSiteKind::Trap(Trap::MemoryOutOfBounds));
+        assert_eq!(record.fault_addr, Some(0));
+    }
+
+    #[test]
+    fn snapshot_lookup() {
+        let code = Arc::new(
+            CodeMemory::new(
+                &[0x90; 64],
+                &[],
+                vec![
+                    TrapSite {
+                        code_offset: 3,
+                        kind: TrapSiteKind::HostCallFailed,
+                    },
+                    TrapSite {
+                        code_offset: 9,
+                        kind: TrapSiteKind::Trap(Trap::IntegerOverflow),
+                    },
+                ],
+            )
+            .unwrap(),
+        );
+        let mut registry = CodeRegistry::new();
+        let before = registry.current_ptr();
+        registry.register(&code);
+        registry.register(&code);
+        assert_eq!(registry.snapshots.len(), 2, "registering twice is a no-op");
+        assert_eq!(before, registry.current_ptr());
+        // SAFETY: the registry is alive.
+        let snap = unsafe { &*(*registry.current_ptr()).load(Ordering::Acquire) };
+        let start = code.text_start();
+        assert_eq!(snap.lookup(start + 3), Some(TrapSiteKind::HostCallFailed));
+        assert_eq!(
+            snap.lookup(start + 9),
+            Some(TrapSiteKind::Trap(Trap::IntegerOverflow))
+        );
+        assert_eq!(snap.lookup(start + 4), None);
+        assert_eq!(snap.lookup(start - 1), None);
+        assert_eq!(snap.lookup(start + 64), None);
+    }
+}

@@ -1,0 +1,327 @@
+//! Calling conventions and API surface: many parameters, multi-value, v128,
+//! dynamic host functions, linker modes, threads.
+
+use wasmtime::*;
+
+#[test]
+fn sixteen_params_and_multi_value() -> Result<()> {
+    let engine = Engine::default();
+    let module = Module::new(
+        &engine,
+        r#"(module
+            (import "" "host16" (func $h (param i32 i64 f32 f64 i32 i64 f32 f64 i32 i64 f32 f64 i32 i64 f32 f64) (result i64)))
+            (import "" "pair" (func $pair (param i32) (result i32 i64 f64)))
+            (func (export "sum16") (param i32 i64 f32 f64 i32 i64 f32 f64 i32 i64 f32 f64 i32 i64 f32 f64) (result i64)
+                local.get 0 local.get 1 local.get 2 local.get 3 local.get 4 local.get 5 local.get 6 local.get 7
+                local.get 8 local.get 9 local.get 10 local.get 11 local.get 12 local.get 13 local.get 14 local.get 15
+                call $h)
+            (func (export "swap") (param i32 i64) (result i64 i32) local.get 1 local.get 0)
+            (func (export "pair") (param i32) (result i32 i64 f64) local.get 0 call $pair)
+            (func (export "v") (param v128 v128) (result v128) local.get 0 local.get 1 i32x4.add))"#,
+    )?;
+    let mut store = Store::new(&engine, ());
+    let h = Func::wrap(
+        &mut store,
+        |a: i32,
+         b: i64,
+         c: f32,
+         d: f64,
+         e: i32,
+         f: i64,
+         g: f32,
+         h: f64,
+         i: i32,
+         j: i64,
+         k: f32,
+         l: f64,
+         m: i32,
+         n: i64,
+         o: f32,
+         p: f64| {
+            a as i64
+                + b
+                + c as i64
+                + d as i64
+                + e as i64
+                + f
+                + g as i64
+                + h as i64
+                + i as i64
+                + j
+                + k as i64
+                + l as i64
+                + m as i64
+                + n
+                + o as i64
+                + p as i64
+        },
+    );
+    let pair = Func::wrap(&mut store, |x: i32| (x + 1, x as i64 * 2, 0.5f64));
+    let i = Instance::new(&mut store, &module, &[h.into(), pair.into()])?;
+    let sum16 = i.get_typed_func::<(
+        i32,
+        i64,
+        f32,
+        f64,
+        i32,
+        i64,
+        f32,
+        f64,
+        i32,
+        i64,
+        f32,
+        f64,
+        i32,
+        i64,
+        f32,
+        f64,
+    ), i64>(&mut store, "sum16")?;
+    let r = sum16.call(
+        &mut store,
+        (
+            1, 2, 3.0, 4.0, 5, 6, 7.0, 8.0, 9, 10, 11.0, 12.0, 13, 14, 15.0, 16.0,
+        ),
+    )?;
+    assert_eq!(r, 136);
+    let swap = i.get_typed_func::<(i32, i64), (i64, i32)>(&mut store, "swap")?;
+    assert_eq!(swap.call(&mut store, (1, -2))?, (-2, 1));
+    let p = i.get_typed_func::<i32, (i32, i64, f64)>(&mut store, "pair")?;
+    assert_eq!(p.call(&mut store, 20)?, (21, 40, 0.5));
+    let v = i.get_typed_func::<(V128, V128), V128>(&mut store, "v")?;
+    let a = V128::from(0x0000_0004_0000_0003_0000_0002_0000_0001u128);
+    let b = V128::from(0x0000_0010_0000_0010_0000_0010_0000_0010u128);
+    assert_eq!(
+        v.call(&mut store, (a, b))?.as_u128(),
+        0x0000_0014_0000_0013_0000_0012_0000_0011
+    );
+    // Wrong typed signatures are rejected.
+    assert!(
+        i.get_typed_func::<(i64, i64), (i64, i32)>(&mut store, "swap")
+            .is_err()
+    );
+    assert!(
+        i.get_typed_func::<(i32, i64), i64>(&mut store, "swap")
+            .is_err()
+    );
+    assert!(i.get_typed_func::<(), ()>(&mut store, "missing").is_err());
+    // Dynamic calls check argument counts and types.
+    let f = i.get_func(&mut store, "swap").unwrap();
+    let mut out = [Val::I32(0), Val::I32(0)];
+    assert!(f.call(&mut store, &[Val::I32(1)], &mut out).is_err());
+    assert!(
+        f.call(&mut store, &[Val::I32(1), Val::I32(2)], &mut out)
+            .is_err()
+    );
+    assert!(
+        f.call(&mut store, &[Val::I32(1), Val::I64(2)], &mut out[..1])
+            .is_err()
+    );
+    f.call(&mut store, &[Val::I32(1), Val::I64(2)], &mut out)?;
+    assert_eq!((out[0].unwrap_i64(), out[1].unwrap_i32()), (2, 1));
+    Ok(())
+}
+
+#[test]
+fn dynamic_host_functions() -> Result<()> {
+    let engine = Engine::default();
+    let mut store = Store::new(&engine, 0u32);
+    let ty = FuncType::new(
+        &engine,
+        [ValType::I32, ValType::F64],
+        [ValType::F64, ValType::I32],
+    );
+    let f = Func::new(&mut store, ty.clone(), |mut caller, params, results| {
+        *caller.data_mut() += 1;
+        results[0] = Val::F64((params[1].unwrap_f64() * 2.0).to_bits());
+        results[1] = Val::I32(params[0].unwrap_i32() + 1);
+        Ok(())
+    });
+    let bad = Func::new(&mut store, ty.clone(), |_, _, results| {
+        results[0] = Val::I32(0);
+        Ok(())
+    });
+    let module = Module::new(
+        &engine,
+        r#"(module (import "" "f" (func $f (param i32 f64) (result f64 i32)))
+            (func (export "run") (param i32 f64) (result f64 i32) local.get 0 local.get 1 call $f))"#,
+    )?;
+    let i = Instance::new(&mut store, &module, &[f.into()])?;
+    let run = i.get_typed_func::<(i32, f64), (f64, i32)>(&mut store, "run")?;
+    assert_eq!(run.call(&mut store, (1, 1.5))?, (3.0, 2));
+    let mut out = [Val::I32(0), Val::I32(0)];
+    f.call(&mut store, &[Val::I32(5), Val::from(0.25f64)], &mut out)?;
+    assert_eq!(out[1].unwrap_i32(), 6);
+    assert_eq!(*store.data(), 2);
+    assert!(f.ty(&store).matches(&ty));
+    let i2 = Instance::new(&mut store, &module, &[bad.into()])?;
+    let run2 = i2.get_typed_func::<(i32, f64), (f64, i32)>(&mut store, "run")?;
+    assert!(
+        run2.call(&mut store, (1, 1.0)).is_err(),
+        "wrong result type is an error"
+    );
+    // Mismatched import types.
+    let other = Func::wrap(&mut store, |_: i32| {});
+    let err = Instance::new(&mut store, &module, &[other.into()]).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("incompatible import type for `::f`"),
+        "{err:#}"
+    );
+    Ok(())
+}
+
+#[test]
+fn linker_modes() -> Result<()> {
+    let engine = Engine::default();
+    let mut linker = Linker::<Vec<i32>>::new(&engine);
+    linker.func_wrap("env", "log", |mut caller: Caller<'_, Vec<i32>>, x: i32| {
+        caller.data_mut().push(x);
+    })?;
+    assert!(linker.func_wrap("env", "log", || {}).is_err(), "duplicate");
+    let reactor = Module::new(
+        &engine,
+        r#"(module (import "env" "log" (func $log (param i32)))
+            (global $n (mut i32) (i32.const 0))
+            (func (export "_initialize") i32.const 100 call $log)
+            (func (export "next") (result i32)
+                global.get $n i32.const 1 i32.add global.set $n global.get $n))"#,
+    )?;
+    let command = Module::new(
+        &engine,
+        r#"(module (import "env" "log" (func $log (param i32)))
+            (import "lib" "next" (func $next (result i32)))
+            (global $n (mut i32) (i32.const 0))
+            (func (export "_start") call $next call $log)
+            (func (export "count") (result i32)
+                global.get $n i32.const 1 i32.add global.set $n global.get $n))"#,
+    )?;
+    let mut store = Store::new(&engine, Vec::new());
+    linker.module(&mut store, "lib", &reactor)?;
+    linker.module(&mut store, "cmd", &command)?;
+    let start = linker
+        .get(&mut store, "cmd", "_start")?
+        .into_func()
+        .unwrap();
+    start.typed::<(), ()>(&store)?.call(&mut store, ())?;
+    start.typed::<(), ()>(&store)?.call(&mut store, ())?;
+    assert_eq!(store.data(), &[100, 1, 2]);
+    // Each call of a command export runs in a fresh instance.
+    let count = linker.get(&mut store, "cmd", "count")?.into_func().unwrap();
+    let count = count.typed::<(), i32>(&store)?;
+    assert_eq!(count.call(&mut store, ())?, 1);
+    assert_eq!(count.call(&mut store, ())?, 1);
+    let default = linker.get_default(&mut store, "cmd")?;
+    default.typed::<(), ()>(&store)?.call(&mut store, ())?;
+    assert_eq!(store.data(), &[100, 1, 2, 3]);
+    // An InstancePre works in any store of the engine.
+    let pre = Linker::<Vec<i32>>::new(&engine);
+    let mut pre_linker = pre.clone();
+    pre_linker.func_wrap("env", "log", |_: i32| {})?;
+    let pre = pre_linker.instantiate_pre(&reactor)?;
+    for _ in 0..3 {
+        let mut s = Store::new(&engine, Vec::new());
+        let i = pre.instantiate(&mut s)?;
+        let next = i.get_typed_func::<(), i32>(&mut s, "next")?;
+        assert_eq!(next.call(&mut s, ())?, 1);
+    }
+    // Unknown imports.
+    let err = Linker::<Vec<i32>>::new(&engine)
+        .instantiate(&mut store, &reactor)
+        .unwrap_err();
+    let unknown = err.downcast_ref::<UnknownImportError>().unwrap();
+    assert_eq!((unknown.module(), unknown.name()), ("env", "log"));
+    assert_eq!(
+        err.to_string(),
+        "unknown import: `env::log` has not been defined"
+    );
+    Ok(())
+}
+
+#[test]
+fn parallel_stores_trap_independently() -> Result<()> {
+    let engine = Engine::default();
+    let module = Module::new(
+        &engine,
+        r#"(module
+            (memory 1)
+            (func $rec (export "rec") (param i32) (result i32)
+                local.get 0 i32.eqz if (result i32) i32.const 0 i32.load
+                else local.get 0 i32.const 1 i32.sub call $rec end)
+            (func (export "oob") (result i32) i32.const 70000 i32.load))"#,
+    )?;
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let engine = engine.clone();
+            let module = module.clone();
+            std::thread::spawn(move || -> Result<()> {
+                let mut store = Store::new(&engine, ());
+                let i = Instance::new(&mut store, &module, &[])?;
+                let rec = i.get_typed_func::<i32, i32>(&mut store, "rec")?;
+                let oob = i.get_typed_func::<(), i32>(&mut store, "oob")?;
+                for n in 0..200 {
+                    assert_eq!(rec.call(&mut store, n % 50 + t)?, 0);
+                    let err = oob.call(&mut store, ()).unwrap_err();
+                    assert_eq!(err.downcast_ref::<Trap>(), Some(&Trap::MemoryOutOfBounds));
+                    if n % 50 == 0 {
+                        let err = rec.call(&mut store, 1 << 30).unwrap_err();
+                        assert_eq!(err.downcast_ref::<Trap>(), Some(&Trap::StackOverflow));
+                    }
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap()?;
+    }
+    Ok(())
+}
+
+#[test]
+fn module_introspection() -> Result<()> {
+    let engine = Engine::default();
+    let module = Module::new(
+        &engine,
+        r#"(module $named
+            (import "a" "f" (func (param i32)))
+            (import "a" "m" (memory 1 2))
+            (import "a" "t" (table 3 externref))
+            (import "a" "g" (global (mut f32)))
+            (func (export "e") (result i64) i64.const 0)
+            (memory (export "mem") 2)
+            (global (export "gl") i32 (i32.const 0)))"#,
+    )?;
+    assert_eq!(module.name(), Some("named"));
+    let imports: Vec<_> = module
+        .imports()
+        .map(|i| (i.module().to_string(), i.name().to_string()))
+        .collect();
+    assert_eq!(imports.len(), 4);
+    assert_eq!(imports[3], ("a".to_string(), "g".to_string()));
+    let tys: Vec<_> = module.imports().map(|i| i.ty()).collect();
+    assert_eq!(tys[0].unwrap_func().params().collect::<Vec<_>>().len(), 1);
+    assert_eq!(tys[1].unwrap_memory().maximum(), Some(2));
+    assert!(tys[2].unwrap_table().element().matches(&RefType::EXTERNREF));
+    assert!(tys[3].unwrap_global().mutability().is_var());
+    let exports: Vec<_> = module.exports().map(|e| e.name().to_string()).collect();
+    assert_eq!(exports, ["e", "mem", "gl"]);
+    assert!(
+        module
+            .get_export("e")
+            .unwrap()
+            .func()
+            .unwrap()
+            .result(0)
+            .unwrap()
+            .is_i64()
+    );
+    assert!(Module::validate(&engine, b"\0asm\x01\0\0\0").is_ok());
+    assert!(Module::validate(&engine, b"\0asm\x02\0\0\0").is_err());
+    let bad = wat::parse_str(r#"(module (func (result i32) i64.const 0))"#)?;
+    assert!(Module::validate(&engine, &bad).is_err());
+    assert!(Module::new(&engine, &bad).is_err());
+    assert!(
+        Module::from_binary(&engine, b"(module)").is_err(),
+        "no text in from_binary"
+    );
+    Ok(())
+}

@@ -1,0 +1,435 @@
+//! Executing the directives of one `.wast` file against a fresh engine and
+//! store.
+
+use super::values;
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use wasmtime::error::Context as _;
+use wasmtime::*;
+use wast::lexer::Lexer;
+use wast::parser::{self, ParseBuffer};
+use wast::{QuoteWat, QuoteWatTest, Wast, WastDirective, WastExecute, WastInvoke};
+
+/// One directive that did not behave as the file says.
+pub struct Failure {
+    pub line: usize,
+    pub col: usize,
+    pub directive: &'static str,
+    pub reason: String,
+}
+
+/// What running one file produced: its failing directives, or why it could
+/// not be run at all.
+pub enum FileResult {
+    Ran(Vec<Failure>),
+    Broken(String),
+}
+
+/// Runs every directive of `text` with an engine built from `config`.
+/// Directives go on after a failure so that one report shows all of them;
+/// only a panic stops the file, since the store may then be inconsistent.
+pub fn run_file(name: &str, text: &str, config: &Config) -> FileResult {
+    let mut lexer = Lexer::new(text);
+    // `names.wast` deliberately uses confusable unicode in identifiers.
+    lexer.allow_confusing_unicode(true);
+    let with_location = |mut e: wast::Error| {
+        e.set_path(name.as_ref());
+        e.set_text(text);
+        e.to_string()
+    };
+    let buf = match ParseBuffer::new_with_lexer(lexer) {
+        Ok(buf) => buf,
+        Err(e) => return FileResult::Broken(with_location(e)),
+    };
+    let wast = match parser::parse::<Wast<'_>>(&buf) {
+        Ok(wast) => wast,
+        Err(e) => return FileResult::Broken(with_location(e)),
+    };
+    let mut runner = match Runner::new(config) {
+        Ok(runner) => runner,
+        Err(e) => return FileResult::Broken(format!("cannot set up the engine: {e:#}")),
+    };
+
+    let mut failures = Vec::new();
+    let total = wast.directives.len();
+    for (i, directive) in wast.directives.into_iter().enumerate() {
+        let (line, col) = directive.span().linecol_in(text);
+        let kind = directive_name(&directive);
+        let mut fail = |reason: String| {
+            failures.push(Failure {
+                line: line + 1,
+                col: col + 1,
+                directive: kind,
+                reason,
+            })
+        };
+        match catch_unwind(AssertUnwindSafe(|| runner.run(directive))) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => fail(format!("{e:#}")),
+            Err(payload) => {
+                fail(format!(
+                    "panicked: {}; the remaining {} directives were not run",
+                    panic_message(&*payload),
+                    total - i - 1
+                ));
+                break;
+            }
+        }
+    }
+    FileResult::Ran(failures)
+}
+
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "<non-string panic payload>".to_string())
+}
+
+fn directive_name(d: &WastDirective<'_>) -> &'static str {
+    match d {
+        WastDirective::Module(_) => "module",
+        WastDirective::ModuleDefinition(_) => "module definition",
+        WastDirective::ModuleInstance { .. } => "module instance",
+        WastDirective::AssertMalformed { .. } => "assert_malformed",
+        WastDirective::AssertInvalid { .. } => "assert_invalid",
+        WastDirective::Register { .. } => "register",
+        WastDirective::Invoke(_) => "invoke",
+        WastDirective::AssertTrap { .. } => "assert_trap",
+        WastDirective::AssertReturn { .. } => "assert_return",
+        WastDirective::AssertExhaustion { .. } => "assert_exhaustion",
+        WastDirective::AssertUnlinkable { .. } => "assert_unlinkable",
+        WastDirective::AssertException { .. } => "assert_exception",
+        WastDirective::AssertSuspension { .. } => "assert_suspension",
+        WastDirective::AssertInvalidCustom { .. } => "assert_invalid_custom",
+        WastDirective::AssertMalformedCustom { .. } => "assert_malformed_custom",
+        WastDirective::Thread(_) => "thread",
+        WastDirective::Wait { .. } => "wait",
+    }
+}
+
+/// The result of an action: values, or the error that stopped it (a trap,
+/// or a failed instantiation).
+enum Outcome {
+    Values(Vec<Val>),
+    Failed(Error),
+}
+
+struct Runner {
+    engine: Engine,
+    store: Store<()>,
+    linker: Linker<()>,
+    /// The most recently instantiated module, which unnamed actions use.
+    /// `None` after a module failed, so that later actions report that
+    /// instead of running against an older module.
+    current: Option<Instance>,
+    instances: HashMap<String, Instance>,
+    definitions: HashMap<Option<String>, Module>,
+}
+
+impl Runner {
+    fn new(config: &Config) -> Result<Runner> {
+        let engine = Engine::new(config)?;
+        let mut store = Store::new(&engine, ());
+        let mut linker = Linker::new(&engine);
+        // Files register several modules under the same name.
+        linker.allow_shadowing(true);
+        define_spectest(&mut linker, &mut store)?;
+        Ok(Runner {
+            engine,
+            store,
+            linker,
+            current: None,
+            instances: HashMap::new(),
+            definitions: HashMap::new(),
+        })
+    }
+
+    fn run(&mut self, directive: WastDirective<'_>) -> Result<()> {
+        match directive {
+            WastDirective::Module(mut module) => {
+                let name = module.name().map(|id| id.name().to_string());
+                self.forget(name.as_deref());
+                let bytes = encode(&mut module)?;
+                let module = Module::new(&self.engine, &bytes).context("compilation failed")?;
+                let instance = self
+                    .linker
+                    .instantiate(&mut self.store, &module)
+                    .map_err(|e| format_err!("instantiation failed: {}", describe_error(&e)))?;
+                self.define_instance(name, instance);
+            }
+            WastDirective::ModuleDefinition(mut module) => {
+                let name = module.name().map(|id| id.name().to_string());
+                let bytes = encode(&mut module)?;
+                let module = Module::new(&self.engine, &bytes).context("compilation failed")?;
+                self.definitions.insert(name, module);
+            }
+            WastDirective::ModuleInstance {
+                instance, module, ..
+            } => {
+                let name = instance.map(|id| id.name().to_string());
+                self.forget(name.as_deref());
+                let key = module.map(|id| id.name().to_string());
+                let module = self
+                    .definitions
+                    .get(&key)
+                    .ok_or_else(|| format_err!("no module definition named {key:?}"))?
+                    .clone();
+                let instance = self
+                    .linker
+                    .instantiate(&mut self.store, &module)
+                    .map_err(|e| format_err!("instantiation failed: {}", describe_error(&e)))?;
+                self.define_instance(name, instance);
+            }
+            WastDirective::Register { name, module, .. } => {
+                let instance = self.instance(module.map(|id| id.name()))?;
+                self.linker.instance(&mut self.store, name, instance)?;
+            }
+            WastDirective::Invoke(invoke) => {
+                if let Outcome::Failed(e) = self.invoke(&invoke)? {
+                    bail!("invocation failed: {}", describe_error(&e));
+                }
+            }
+            WastDirective::AssertReturn { exec, results, .. } => {
+                let values = match self.execute(exec)? {
+                    Outcome::Values(values) => values,
+                    Outcome::Failed(e) => bail!("expected results, got {}", describe_error(&e)),
+                };
+                if values.len() != results.len() {
+                    bail!("expected {} results, got {}", results.len(), values.len());
+                }
+                for (i, (actual, expected)) in values.iter().zip(&results).enumerate() {
+                    values::check(&self.store, actual, expected)
+                        .with_context(|| format!("result {i}"))?;
+                }
+            }
+            WastDirective::AssertTrap { exec, message, .. } => {
+                let outcome = self.execute(exec)?;
+                expect_trap(outcome, message)?;
+            }
+            WastDirective::AssertExhaustion { call, message, .. } => {
+                let outcome = self.invoke(&call)?;
+                expect_trap(outcome, message)?;
+            }
+            WastDirective::AssertInvalid {
+                mut module,
+                message,
+                ..
+            } => {
+                let bytes = encode(&mut module)?;
+                match Module::new(&self.engine, &bytes) {
+                    Ok(_) => bail!("module compiled, expected it to be invalid: {message:?}"),
+                    Err(e) => expect_message(&e, message)?,
+                }
+            }
+            WastDirective::AssertMalformed {
+                mut module,
+                message,
+                ..
+            } => {
+                let bytes = match module.to_test() {
+                    Ok(QuoteWatTest::Binary(bytes)) => bytes,
+                    // Text that the text parser rejects is malformed, as
+                    // expected; text that it accepts must still fail below.
+                    Ok(QuoteWatTest::Text(_)) => match module.encode() {
+                        Ok(bytes) => bytes,
+                        Err(_) => return Ok(()),
+                    },
+                    Err(_) => return Ok(()),
+                };
+                if Module::new(&self.engine, &bytes).is_ok() {
+                    bail!("module compiled, expected it to be malformed: {message:?}");
+                }
+            }
+            WastDirective::AssertUnlinkable {
+                mut module,
+                message,
+                ..
+            } => {
+                let bytes = module.encode().context("cannot encode the module")?;
+                let module = Module::new(&self.engine, &bytes).context("compilation failed")?;
+                match self.linker.instantiate(&mut self.store, &module) {
+                    Ok(_) => bail!("module instantiated, expected a link error: {message:?}"),
+                    Err(e) => expect_message(&e, message)?,
+                }
+            }
+            other @ (WastDirective::AssertException { .. }
+            | WastDirective::AssertSuspension { .. }
+            | WastDirective::AssertInvalidCustom { .. }
+            | WastDirective::AssertMalformedCustom { .. }
+            | WastDirective::Thread(_)
+            | WastDirective::Wait { .. }) => {
+                bail!("unsupported directive `{}`", directive_name(&other))
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops the binding of `name` (or of the current module) ahead of
+    /// defining it anew, so that a failed definition leaves nothing stale.
+    fn forget(&mut self, name: Option<&str>) {
+        self.current = None;
+        if let Some(name) = name {
+            self.instances.remove(name);
+        }
+    }
+
+    fn define_instance(&mut self, name: Option<String>, instance: Instance) {
+        if let Some(name) = name {
+            self.instances.insert(name, instance);
+        }
+        self.current = Some(instance);
+    }
+
+    fn instance(&self, name: Option<&str>) -> Result<Instance> {
+        match name {
+            Some(name) => self
+                .instances
+                .get(name)
+                .copied()
+                .ok_or_else(|| format_err!("no module named `{name}` (did it fail?)")),
+            None => self
+                .current
+                .ok_or_else(|| format_err!("no current module (did the last one fail?)")),
+        }
+    }
+
+    fn execute(&mut self, exec: WastExecute<'_>) -> Result<Outcome> {
+        match exec {
+            WastExecute::Invoke(invoke) => self.invoke(&invoke),
+            WastExecute::Wat(mut module) => {
+                let bytes = module.encode().context("cannot encode the module")?;
+                let module = Module::new(&self.engine, &bytes).context("compilation failed")?;
+                Ok(match self.linker.instantiate(&mut self.store, &module) {
+                    Ok(_) => Outcome::Values(Vec::new()),
+                    Err(e) => Outcome::Failed(e),
+                })
+            }
+            WastExecute::Get { module, global, .. } => {
+                let instance = self.instance(module.map(|id| id.name()))?;
+                let g = instance
+                    .get_global(&mut self.store, global)
+                    .ok_or_else(|| format_err!("no global export named `{global}`"))?;
+                Ok(Outcome::Values(vec![g.get(&mut self.store)]))
+            }
+        }
+    }
+
+    fn invoke(&mut self, invoke: &WastInvoke<'_>) -> Result<Outcome> {
+        let instance = self.instance(invoke.module.map(|id| id.name()))?;
+        let func = instance
+            .get_func(&mut self.store, invoke.name)
+            .ok_or_else(|| format_err!("no function export named `{}`", invoke.name))?;
+        let args = invoke
+            .args
+            .iter()
+            .map(|a| values::arg(&mut self.store, a))
+            .collect::<Result<Vec<_>>>()?;
+        let mut results = vec![Val::I32(0); func.ty(&self.store).results().len()];
+        Ok(match func.call(&mut self.store, &args, &mut results) {
+            Ok(()) => Outcome::Values(results),
+            Err(e) => Outcome::Failed(e),
+        })
+    }
+}
+
+fn encode(module: &mut QuoteWat<'_>) -> Result<Vec<u8>> {
+    module
+        .encode()
+        .map_err(|e| format_err!("cannot encode the module: {e}"))
+}
+
+/// A trap is shown by its message alone: the backtrace that comes with it
+/// would spread each failure over many lines.
+fn describe_error(err: &Error) -> String {
+    match err.downcast_ref::<Trap>() {
+        Some(trap) => trap.to_string(),
+        None => format!("{err:#}"),
+    }
+}
+
+/// The outcome must be a `Trap` whose message contains `expected`.
+/// Only the trap's own text is searched: the rest of the error chain holds
+/// a backtrace whose function names could match by accident.
+fn expect_trap(outcome: Outcome, expected: &str) -> Result<()> {
+    let err = match outcome {
+        Outcome::Values(_) => bail!("expected trap {expected:?}, but it returned normally"),
+        Outcome::Failed(e) => e,
+    };
+    match err.downcast_ref::<Trap>() {
+        Some(trap) if mentions(&trap.to_string(), expected) => Ok(()),
+        Some(trap) => bail!("expected trap {expected:?}, got {:?}", trap.to_string()),
+        None => bail!("expected trap {expected:?}, got a non-trap error: {err:#}"),
+    }
+}
+
+/// A compile or link error must mention the text that the spec expects;
+/// the whole error chain is searched since the runtime may add context.
+fn expect_message(err: &Error, expected: &str) -> Result<()> {
+    let actual = format!("{err:#}");
+    if mentions(&actual, expected) {
+        Ok(())
+    } else {
+        bail!("expected an error containing {expected:?}, got {actual:?}")
+    }
+}
+
+/// Where the spec's wording differs from that of `wasmparser`, which
+/// validates modules for Wasmtime: the spec text and the `wasmparser` text
+/// that means the same error.
+const EQUIVALENT_MESSAGES: &[(&str, &str)] = &[
+    ("invalid lane index", "SIMD index out of bounds"),
+    // The text format allows 64-bit offsets, so the binary is rejected
+    // while reading the immediate rather than while validating it.
+    ("offset out of range", "integer too large"),
+    (
+        "memory size must be at most 65536 pages (4GiB)",
+        "memory size must be at most 0x10000 65536-byte pages",
+    ),
+    // The reference interpreter names the element; runtimes do not.
+    ("uninitialized element 2", "uninitialized element"),
+];
+
+/// Whether an actual error message says what the spec expects.
+fn mentions(actual: &str, expected: &str) -> bool {
+    actual.contains(expected)
+        || EQUIVALENT_MESSAGES
+            .iter()
+            .any(|(spec, ours)| expected == *spec && actual.contains(ours))
+}
+
+/// The `spectest` module that the testsuite imports from.
+fn define_spectest(linker: &mut Linker<()>, store: &mut Store<()>) -> Result<()> {
+    // The print functions only have to exist with the right types; their
+    // output is not checked, and would interleave across worker threads.
+    linker.func_wrap("spectest", "print", || {})?;
+    linker.func_wrap("spectest", "print_i32", |_: i32| {})?;
+    linker.func_wrap("spectest", "print_i64", |_: i64| {})?;
+    linker.func_wrap("spectest", "print_f32", |_: f32| {})?;
+    linker.func_wrap("spectest", "print_f64", |_: f64| {})?;
+    linker.func_wrap("spectest", "print_i32_f32", |_: i32, _: f32| {})?;
+    linker.func_wrap("spectest", "print_f64_f64", |_: f64, _: f64| {})?;
+
+    let globals = [
+        ("global_i32", ValType::I32, Val::I32(666)),
+        ("global_i64", ValType::I64, Val::I64(666)),
+        ("global_f32", ValType::F32, Val::F32(666.6f32.to_bits())),
+        ("global_f64", ValType::F64, Val::F64(666.6f64.to_bits())),
+    ];
+    for (name, ty, value) in globals {
+        let global = Global::new(&mut *store, GlobalType::new(ty, Mutability::Const), value)?;
+        linker.define(&*store, "spectest", name, global)?;
+    }
+
+    let table = Table::new(
+        &mut *store,
+        TableType::new(RefType::FUNCREF, 10, Some(20)),
+        Ref::Func(None),
+    )?;
+    linker.define(&*store, "spectest", "table", table)?;
+
+    let memory = Memory::new(&mut *store, MemoryType::new(1, Some(2)))?;
+    linker.define(&*store, "spectest", "memory", memory)?;
+    Ok(())
+}
