@@ -509,7 +509,7 @@ fn externref_round_trip() -> Result<()> {
     // The same object is reachable through the table and the global too.
     let table = instance.get_table(&mut store, "table").unwrap();
     let from_table = table.get(&mut store, 0).expect("index 0 is in bounds");
-    let from_table = from_table.unwrap_extern().expect("non-null").clone();
+    let from_table = *from_table.unwrap_extern().expect("non-null");
     let global = instance.get_global(&mut store, "global").unwrap();
     let from_global = match global.get(&mut store) {
         Val::ExternRef(Some(r)) => r,

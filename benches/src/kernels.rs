@@ -73,6 +73,10 @@ macro_rules! runner_for {
             }
 
             impl super::Runner for Loaded {
+                #[allow(
+                    clippy::needless_question_mark,
+                    reason = "upstream's error type is not anyhow's and needs the conversion"
+                )]
                 fn call(&mut self, arg: i32) -> anyhow::Result<i64> {
                     Ok(self.run.call(&mut self.store, arg)?)
                 }

@@ -360,10 +360,8 @@ impl<'a> ModuleTranslation<'a> {
     fn translate_payload(&mut self, payload: Payload<'a>) -> Result<()> {
         let m = &mut self.module;
         match payload {
-            Payload::Version { encoding, .. } => {
-                if encoding != wasmparser::Encoding::Module {
-                    bail!("components are not supported: expected a core module");
-                }
+            Payload::Version { encoding, .. } if encoding != wasmparser::Encoding::Module => {
+                bail!("components are not supported: expected a core module");
             }
             Payload::TypeSection(types) => {
                 for group in types {
