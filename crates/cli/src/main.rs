@@ -1,4 +1,5 @@
+//! The `wasmtime` command-line tool; see the `wasmtime_cli` library.
+
 fn main() {
-    eprintln!("wasmtime: not yet implemented");
-    std::process::exit(2);
+    std::process::exit(wasmtime_cli::main(std::env::args_os()));
 }

@@ -1,0 +1,536 @@
+//! Tests of the `wasmtime` binary: options, WASI, exit statuses and error
+//! messages, compared with what upstream Wasmtime 48 prints. The guests are
+//! WAT files in `tests/cli/`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn wasmtime() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_wasmtime"));
+    // Error output must not depend on the developer's environment.
+    cmd.env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE");
+    cmd
+}
+
+fn guest(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/cli")
+        .join(name)
+}
+
+/// Runs `wasmtime` with `args`, no stdin.
+fn run(args: &[&str]) -> Output {
+    run_with(wasmtime().args(args))
+}
+
+fn run_with(cmd: &mut Command) -> Output {
+    cmd.stdin(Stdio::null())
+        .output()
+        .expect("failed to spawn wasmtime")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[track_caller]
+fn assert_status(o: &Output, code: i32) {
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        stdout(o),
+        stderr(o)
+    );
+}
+
+fn tool() -> String {
+    guest("wasi-tool.wat").to_str().unwrap().to_string()
+}
+
+fn invoke(func: &str, args: &[&str]) -> Output {
+    let path = guest("invoke.wat");
+    let mut all = vec!["--invoke", func, path.to_str().unwrap()];
+    all.extend_from_slice(args);
+    run(&all)
+}
+
+#[test]
+fn invoke_prints_each_value_type() {
+    for (func, args, want) in [
+        ("add", &["3", "-5"][..], "-2\n"),
+        ("add", &["0x10", "0X01"][..], "17\n"),
+        ("neg64", &["-9000000000"][..], "9000000000\n"),
+        ("half32", &["3"][..], "1.5\n"),
+        ("double64", &["0.1"][..], "0.2\n"),
+        ("nan", &[][..], "NaN\n"),
+        // v128 as one unsigned decimal integer, as upstream.
+        ("vec", &[][..], "8589934593\n"),
+        ("funcref", &[][..], "<funcref>\n"),
+        ("null-funcref", &[][..], "<null funcref>\n"),
+        ("null-externref", &[][..], "<null externref>\n"),
+        ("two", &[][..], "7\n-8\n"),
+        ("nothing", &[][..], ""),
+    ] {
+        let o = invoke(func, args);
+        assert_status(&o, 0);
+        assert_eq!(stdout(&o), want, "--invoke {func} {args:?}");
+        let warned = stderr(&o).contains("returns values is experimental");
+        assert_eq!(warned, !want.is_empty(), "{func}: {}", stderr(&o));
+    }
+    // i32x4 1 2 0 0, little-endian lanes.
+    assert_eq!(2u128 << 32 | 1, 8589934593);
+}
+
+#[test]
+fn invoke_errors() {
+    let o = invoke("nope", &[]);
+    assert_status(&o, 1);
+    assert!(
+        stderr(&o).contains("no func export named `nope` found"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = invoke("add", &["1"]);
+    assert_status(&o, 1);
+    assert!(
+        stderr(&o).contains("not enough arguments for `add`"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = invoke("add", &["1", "x"]);
+    assert_status(&o, 1);
+    assert!(stderr(&o).contains("invalid digit"), "{}", stderr(&o));
+
+    let o = invoke("takes-v128", &["1"]);
+    assert_status(&o, 1);
+    assert!(
+        stderr(&o).contains("unsupported argument type"),
+        "{}",
+        stderr(&o)
+    );
+
+    // A global is not a function.
+    let o = invoke("g", &[]);
+    assert_status(&o, 1);
+    assert!(
+        stderr(&o).contains("no func export named `g` found"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn args_and_argv0() {
+    let t = tool();
+    let o = run(&[&t, "args", "x y", "-z", "--dir"]);
+    assert_status(&o, 0);
+    assert_eq!(stdout(&o), "wasi-tool.wat\nargs\nx y\n-z\n--dir\n");
+
+    let o = run(&["run", "--argv0", "prog", &t, "args"]);
+    assert_status(&o, 0);
+    assert_eq!(stdout(&o), "prog\nargs\n");
+}
+
+#[test]
+fn env_is_empty_by_default_and_set_by_flags() {
+    let t = tool();
+    let o = run_with(wasmtime().env("HOST_ONLY", "1").args([&t, "env"]));
+    assert_status(&o, 0);
+    assert_eq!(stdout(&o), "");
+
+    let o = run_with(
+        wasmtime()
+            .env("INHERITED", "from host")
+            .env_remove("NOT_SET_ANYWHERE")
+            .args([
+                "--env",
+                "FOO=bar",
+                "--env",
+                "EQ=a=b",
+                "--env",
+                "INHERITED",
+                "--env",
+                "NOT_SET_ANYWHERE",
+                &t,
+                "env",
+            ]),
+    );
+    assert_status(&o, 0);
+    assert_eq!(stdout(&o), "FOO=bar\nEQ=a=b\nINHERITED=from host\n");
+
+    let o =
+        run_with(
+            wasmtime()
+                .env("MARKER_FOR_TEST", "42")
+                .args(["-S", "inherit-env", &t, "env"]),
+        );
+    assert_status(&o, 0);
+    assert!(
+        stdout(&o).contains("MARKER_FOR_TEST=42\n"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn dir_sandboxing() {
+    let root = tempfile::tempdir().unwrap();
+    let sandbox = root.path().join("sandbox");
+    std::fs::create_dir(&sandbox).unwrap();
+    std::fs::create_dir(sandbox.join("sub")).unwrap();
+    std::fs::write(sandbox.join("inside.txt"), "inside\n").unwrap();
+    std::fs::write(sandbox.join("sub/deeper.txt"), "deeper\n").unwrap();
+    std::fs::write(root.path().join("secret.txt"), "SECRET\n").unwrap();
+    let t = tool();
+    let dir = format!("{}::/data", sandbox.display());
+
+    let o = run(&["--dir", &dir, &t, "cat", "inside.txt"]);
+    assert_status(&o, 0);
+    assert_eq!(stdout(&o), "inside\n");
+    let o = run(&["--dir", &dir, &t, "cat", "sub/../sub/deeper.txt"]);
+    assert_status(&o, 0);
+    assert_eq!(stdout(&o), "deeper\n");
+    let o = run(&["--dir", &dir, &t, "prestat"]);
+    assert_status(&o, 0);
+    assert_eq!(stdout(&o), "/data\n");
+
+    // Escapes fail with ENOTCAPABLE (76) or EPERM (63), the guest's exit code.
+    for escape in ["../secret.txt", "sub/../../secret.txt", "/etc/passwd", ".."] {
+        let o = run(&["--dir", &dir, &t, "cat", escape]);
+        let code = o.status.code();
+        assert!(
+            code == Some(76) || code == Some(63),
+            "{escape}: {:?} {}",
+            o.status,
+            stderr(&o)
+        );
+        assert!(!stdout(&o).contains("SECRET"));
+    }
+    // Missing file: ENOENT (44).
+    let o = run(&["--dir", &dir, &t, "cat", "missing.txt"]);
+    assert_status(&o, 44);
+    // No --dir: no fd 3 at all (EBADF, 8).
+    let o = run(&[&t, "cat", "inside.txt"]);
+    assert_status(&o, 8);
+
+    // HOST without ::GUEST is preopened under its own name.
+    let o =
+        run_with(
+            wasmtime()
+                .current_dir(&sandbox)
+                .args(["--dir", ".", &t, "cat", "inside.txt"]),
+        );
+    assert_status(&o, 0);
+    assert_eq!(stdout(&o), "inside\n");
+
+    let o = run(&["--dir", "/definitely/not/here", &t, "args"]);
+    assert_status(&o, 1);
+    assert!(
+        stderr(&o).contains("/definitely/not/here"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn stdin_is_inherited() {
+    use std::io::Write;
+    let t = tool();
+    let mut child = wasmtime()
+        .args([&t, "stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"through stdin\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_status(&o, 0);
+    assert_eq!(stdout(&o), "through stdin\n");
+
+    let o = run(&["-S", "inherit-stdout=n", &t, "args"]);
+    assert_status(&o, 0);
+    assert_eq!(stdout(&o), "");
+}
+
+#[test]
+fn exit_codes() {
+    let t = tool();
+    for code in [0, 3, 7] {
+        let o = run(&[&t, "exit", &code.to_string()]);
+        assert_status(&o, code);
+        assert_eq!(stderr(&o), "", "proc_exit prints nothing");
+    }
+}
+
+#[test]
+fn trap_message_and_status() {
+    let t = tool();
+    let o = run(&[&t, "trap"]);
+    assert_status(&o, 134);
+    let err = stderr(&o);
+    assert!(
+        err.starts_with("Error: failed to run main module `"),
+        "{err}"
+    );
+    assert!(err.contains("wasi-tool.wat`\n\nCaused by:\n    0: failed to invoke command default\n    1: error while executing at wasm backtrace:\n"), "{err}");
+    assert!(
+        err.contains("wasm trap: wasm `unreachable` instruction executed"),
+        "{err}"
+    );
+    assert!(!err.contains("Stack backtrace"), "{err}");
+}
+
+#[test]
+fn fuel_and_timeout_interrupt() {
+    let t = tool();
+    let o = run(&["-W", "fuel=100000", &t, "loop"]);
+    assert_status(&o, 134);
+    assert!(
+        stderr(&o).contains("wasm trap: all fuel consumed"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = run(&["-W", "fuel=100000", &t, "args"]);
+    assert_status(&o, 0);
+
+    let start = std::time::Instant::now();
+    let o = run(&["-Wtimeout=200ms", &t, "loop"]);
+    assert_status(&o, 134);
+    assert!(
+        stderr(&o).contains("wasm trap: interrupt"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(start.elapsed() < std::time::Duration::from_secs(30));
+
+    let o = run(&["-W", "timeout=10s,epoch-interruption=y", &t, "args"]);
+    assert_status(&o, 0);
+}
+
+#[test]
+fn unknown_flag() {
+    let o = run(&["--bogus-flag", "x.wasm"]);
+    assert_status(&o, 2);
+    assert!(
+        stderr(&o).contains("unexpected argument '--bogus-flag'"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["-W", "bogus", "x.wasm"]);
+    assert_status(&o, 2);
+    assert!(
+        stderr(&o).contains("unknown -W / --wasm option: bogus"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["-W", "simd=maybe", "x.wasm"]);
+    assert_status(&o, 2);
+    assert!(
+        stderr(&o).contains("failed to parse -W option `simd=maybe`"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn unsupported_flags_are_named() {
+    let t = tool();
+    for (flag, shown) in [
+        (&["-W", "component-model"][..], "-W component-model"),
+        (&["-Wgc=y"][..], "-W gc=y"),
+        (&["-W", "simd,threads"][..], "-W threads"),
+        (&["-O", "pooling-allocator"][..], "-O pooling-allocator"),
+        (&["-C", "compiler=winch"][..], "-C compiler=winch"),
+        (&["-C", "cache"][..], "-C cache"),
+        (&["-S", "http"][..], "-S http"),
+        (&["-D", "coredump=x"][..], "-D coredump=x"),
+    ] {
+        let mut args = flag.to_vec();
+        args.extend([t.as_str(), "args"]);
+        let o = run(&args);
+        assert_status(&o, 2);
+        let want = format!("unsupported: {shown} is not supported by this engine");
+        assert!(stderr(&o).contains(&want), "{flag:?}: {}", stderr(&o));
+    }
+    // Accepted forms: off switches for absent features, `cache=n`,
+    // comma lists, attached values, booleans in every spelling.
+    let o = run(&[
+        "-W",
+        "gc=n,component-model=no,simd=yes",
+        "-Wbulk-memory=true",
+        "-Wmulti-value",
+        "-C",
+        "cache=n,parallel-compilation=false",
+        "-O",
+        "opt-level=0,memory-guard-size=65536",
+        "-Ccranelift-opt-level=speed",
+        &t,
+        "args",
+    ]);
+    assert_status(&o, 0);
+    assert_eq!(stdout(&o), "wasi-tool.wat\nargs\n");
+    // A Cranelift setting that does not exist is an error.
+    let o = run(&["-C", "cranelift-no-such-setting=1", &t, "args"]);
+    assert_status(&o, 1);
+}
+
+#[test]
+fn disabled_proposal_rejects_module() {
+    let o = run(&[
+        "-W",
+        "simd=n",
+        "--invoke",
+        "vec",
+        guest("invoke.wat").to_str().unwrap(),
+    ]);
+    assert_status(&o, 1);
+    assert!(stderr(&o).to_lowercase().contains("simd"), "{}", stderr(&o));
+}
+
+#[test]
+fn option_group_help() {
+    let o = run(&["-W", "help"]);
+    assert_status(&o, 0);
+    let out = stdout(&o);
+    assert!(out.starts_with("Available wasm options:"), "{out}");
+    assert!(out.contains(" simd[=y|n] -- "), "{out}");
+    assert!(out.contains("timeout=N|Ns|Nms|.."), "{out}");
+    assert!(out.contains("component-model"), "{out}");
+    for group in ["-O", "-C", "-D", "-S", "-R"] {
+        let o = run(&[group, "help"]);
+        assert_status(&o, 0);
+        assert!(stdout(&o).starts_with("Available "), "{group}");
+    }
+    let o = run(&["-W", "help-long"]);
+    assert_status(&o, 0);
+}
+
+#[test]
+fn malformed_modules() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.wasm");
+    std::fs::write(&bad, b"\0asm\x01\0\0\0\x01\xff\xff").unwrap();
+    let o = run(&[bad.to_str().unwrap()]);
+    assert_status(&o, 1);
+    assert!(stderr(&o).starts_with("Error: "), "{}", stderr(&o));
+
+    let bad = dir.path().join("bad.wat");
+    std::fs::write(&bad, "(module (func (export \"_start\") (i32.add)))").unwrap();
+    let o = run(&[bad.to_str().unwrap()]);
+    assert_status(&o, 1);
+    assert!(stderr(&o).starts_with("Error: "), "{}", stderr(&o));
+
+    let bad = dir.path().join("syntax.wat");
+    std::fs::write(&bad, "(module (func ").unwrap();
+    let o = run(&[bad.to_str().unwrap()]);
+    assert_status(&o, 1);
+    assert!(stderr(&o).contains("syntax.wat:1:"), "{}", stderr(&o));
+
+    let o = run(&["/no/such/module.wasm"]);
+    assert_status(&o, 1);
+    assert!(
+        stderr(&o).contains("failed to open wasm module \"/no/such/module.wasm\""),
+        "{}",
+        stderr(&o)
+    );
+
+    let comp = dir.path().join("component.wasm");
+    std::fs::write(&comp, b"\0asm\x0d\0\x01\0").unwrap();
+    let o = run(&[comp.to_str().unwrap()]);
+    assert_status(&o, 1);
+    assert!(stderr(&o).contains("component"), "{}", stderr(&o));
+
+    // No WASI: its imports are unknown.
+    let o = run(&["-S", "cli=n", &tool(), "args"]);
+    assert_status(&o, 1);
+    assert!(
+        stderr(&o).contains("wasi_snapshot_preview1::args_sizes_get"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn preload() {
+    let lib = format!("lib={}", guest("preload-lib.wat").display());
+    let main = guest("preload-main.wat");
+    let o = run(&[
+        "--preload",
+        &lib,
+        "--invoke",
+        "run",
+        main.to_str().unwrap(),
+        "14",
+    ]);
+    assert_status(&o, 0);
+    assert_eq!(stdout(&o), "42\n");
+
+    // Without the preload the import is unknown.
+    let o = run(&["--invoke", "run", main.to_str().unwrap(), "14"]);
+    assert_status(&o, 1);
+    assert!(stderr(&o).contains("lib::triple"), "{}", stderr(&o));
+    // With -Wunknown-imports-trap it links, and calling it fails (as
+    // upstream, with the unknown-import error, which is not a trap).
+    let o = run(&[
+        "-Wunknown-imports-trap",
+        "--invoke",
+        "run",
+        main.to_str().unwrap(),
+        "14",
+    ]);
+    assert_status(&o, 1);
+    assert!(
+        stderr(&o).contains("unknown import: `lib::triple` has not been defined"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = run(&["--preload", "nope", main.to_str().unwrap()]);
+    assert_status(&o, 2);
+    assert!(stderr(&o).contains("exactly one equals"), "{}", stderr(&o));
+}
+
+#[test]
+fn version_help_and_subcommands() {
+    let o = run(&["--version"]);
+    assert_status(&o, 0);
+    assert!(stdout(&o).starts_with("wasmtime "), "{}", stdout(&o));
+
+    let o = run(&["help"]);
+    assert_status(&o, 0);
+    let out = stdout(&o);
+    assert!(out.contains("Usage:"), "{out}");
+    assert!(out.contains("--invoke"), "{out}");
+    assert!(out.contains("If a subcommand is not provided"), "{out}");
+
+    let o = run(&["run", "--help"]);
+    assert_status(&o, 0);
+    assert!(stdout(&o).contains("--preload"), "{}", stdout(&o));
+
+    let o = run(&[]);
+    assert_status(&o, 2);
+
+    let o = run(&["compile", "foo.wasm"]);
+    assert_status(&o, 1);
+    assert!(
+        stderr(&o).contains("the `wasmtime compile` subcommand is not supported by this engine"),
+        "{}",
+        stderr(&o)
+    );
+}

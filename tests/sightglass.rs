@@ -1,0 +1,372 @@
+//! Runs every core module of the Sightglass benchmark suite under
+//! `wasmtime run`, the way the Sightglass runner does, and compares its
+//! output with the expected files.
+//!
+//! For each entry of `manifest.json` in the benchmarks folder
+//! (`../shared/benchmarks` relative to the repository root, or
+//! `$SIGHTGLASS_BENCHMARKS`), from the module's folder:
+//!
+//! ```text
+//! wasmtime run --dir .::. --preload bench=<stub> <file.wasm>
+//! ```
+//!
+//! with no arguments, an empty environment and empty stdin; `<stub>` is
+//! `tests/sightglass/bench.wat`, whose `start` and `end` do nothing. The run
+//! must exit with status 0, and its stdout and stderr must equal
+//! `<stem>.stdout.expected` (else `default.stdout.expected`) and the same
+//! for stderr, line by line. Components, modules that need imports other
+//! than WASI preview1 (wasi-nn) and modules that need proposals beyond
+//! WebAssembly 2.0 are skipped with the reason printed.
+//!
+//! Run it with `cargo test --release --test sightglass`: it compiles about
+//! 30 MiB of Wasm. `$SIGHTGLASS_WASMTIME_FLAGS` adds `wasmtime run` flags
+//! (e.g. `-Wtimeout=100s` to run everything with epoch interruption). The last line is `sightglass: P passed, F failed, S
+//! skipped`; the test fails if F > 0.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// Proposals that are part of WebAssembly 2.0 (as the manifest names them).
+const WASM2: &[&str] = &[
+    "simd",
+    "bulk-memory",
+    "sign-extension",
+    "saturating-float-to-int",
+    "reference-types",
+    "reference-types(call_indirect table-index LEB only)",
+    "multi-value",
+    "mutable-global",
+];
+
+/// Longest a single module may run.
+const TIMEOUT: Duration = Duration::from_secs(600);
+
+const WORKERS: usize = 2;
+
+enum Outcome {
+    Passed(String),
+    Failed(String),
+    Skipped(String),
+}
+
+struct Case {
+    /// Path of the module relative to the benchmarks folder.
+    path: String,
+    entry: Value,
+}
+
+fn benchmarks_dir() -> PathBuf {
+    match std::env::var_os("SIGHTGLASS_BENCHMARKS") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/benchmarks"),
+    }
+}
+
+/// Extra `wasmtime run` flags from `$SIGHTGLASS_WASMTIME_FLAGS`
+/// (whitespace-separated), e.g. `-Wtimeout=100s -Oopt-level=0`, to run the
+/// suite under other engine settings.
+fn extra_flags() -> Vec<String> {
+    std::env::var("SIGHTGLASS_WASMTIME_FLAGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+fn skip_reason(entry: &Value) -> Option<String> {
+    if entry["kind"].as_str() != Some("core-module") {
+        return Some(format!(
+            "a {} (this engine runs core modules only)",
+            entry["kind"].as_str().unwrap_or("non-core module")
+        ));
+    }
+    let foreign: Vec<String> = entry["imports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["module"].as_str())
+        .filter(|m| !["bench", "wasi_snapshot_preview1"].contains(m))
+        .map(str::to_string)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if !foreign.is_empty() {
+        return Some(format!(
+            "imports {} (e.g. wasi-nn), which this runtime does not provide",
+            foreign.join(", ")
+        ));
+    }
+    let beyond: Vec<&str> = entry["features_needed"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|f| !WASM2.contains(f))
+        .collect();
+    if !beyond.is_empty() {
+        return Some(format!(
+            "needs {} (beyond WebAssembly 2.0, not supported)",
+            beyond.join(", ")
+        ));
+    }
+    None
+}
+
+/// The expected output file for `stream` ("stdout"/"stderr") of `wasm`.
+fn expected(wasm: &Path, stream: &str) -> Option<PathBuf> {
+    let dir = wasm.parent()?;
+    let stem = wasm.file_stem()?.to_str()?;
+    [
+        dir.join(format!("{stem}.{stream}.expected")),
+        dir.join(format!("default.{stream}.expected")),
+    ]
+    .into_iter()
+    .find(|p| p.exists())
+}
+
+/// Compares line by line, as Sightglass does (so `\r\n` and a missing final
+/// newline do not matter). Returns a description of the first difference.
+fn compare(stream: &str, actual: &[u8], expected_file: &Path) -> Result<(), String> {
+    let expected = std::fs::read(expected_file)
+        .map_err(|e| format!("cannot read {}: {e}", expected_file.display()))?;
+    let actual = String::from_utf8_lossy(actual);
+    let expected = String::from_utf8_lossy(&expected);
+    let (a, e): (Vec<&str>, Vec<&str>) = (actual.lines().collect(), expected.lines().collect());
+    if a == e {
+        return Ok(());
+    }
+    let line = a
+        .iter()
+        .zip(&e)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(e.len()));
+    let show = |v: &[&str]| {
+        v.get(line)
+            .map(|l| format!("{:?}", l.chars().take(120).collect::<String>()))
+            .unwrap_or_else(|| "<end of output>".into())
+    };
+    Err(format!(
+        "{stream} differs from {} at line {}: got {}, expected {} ({} vs {} lines)",
+        expected_file
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy(),
+        line + 1,
+        show(&a),
+        show(&e),
+        a.len(),
+        e.len()
+    ))
+}
+
+fn run_case(root: &Path, stub: &Path, case: &Case) -> Outcome {
+    if let Some(reason) = skip_reason(&case.entry) {
+        return Outcome::Skipped(reason);
+    }
+    let wasm = root.join(&case.path);
+    let (Some(dir), Some(file)) = (wasm.parent(), wasm.file_name()) else {
+        return Outcome::Failed(format!("bad path {}", case.path));
+    };
+    let started = Instant::now();
+    let child = Command::new(env!("CARGO_BIN_EXE_wasmtime"))
+        .current_dir(dir)
+        .env_clear()
+        .args(["run", "--dir", ".::.", "--preload"])
+        .arg(format!("bench={}", stub.display()))
+        .args(extra_flags())
+        .arg(file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let child = match child {
+        Ok(c) => c,
+        Err(e) => return Outcome::Failed(format!("cannot spawn wasmtime: {e}")),
+    };
+    let output = match wait_with_timeout(child, TIMEOUT) {
+        Ok(o) => o,
+        Err(e) => return Outcome::Failed(e),
+    };
+    let elapsed = started.elapsed();
+    let err_tail = || {
+        let s = String::from_utf8_lossy(&output.stderr);
+        let lines: Vec<&str> = s.lines().collect();
+        lines[lines.len().saturating_sub(12)..].join("\n    ")
+    };
+    if output.status.code() != Some(0) {
+        return Outcome::Failed(format!(
+            "exit status {:?}; stderr:\n    {}",
+            output.status,
+            err_tail()
+        ));
+    }
+    let mut checked = Vec::new();
+    for (stream, actual) in [("stdout", &output.stdout), ("stderr", &output.stderr)] {
+        if let Some(file) = expected(&wasm, stream) {
+            if let Err(e) = compare(stream, actual, &file) {
+                return Outcome::Failed(e);
+            }
+            checked.push(stream);
+        }
+    }
+    let what = if checked.is_empty() {
+        "no expected output upstream; exit status checked".to_string()
+    } else {
+        format!("{} match", checked.join(" and "))
+    };
+    Outcome::Passed(format!("{what}, {:.2}s", elapsed.as_secs_f64()))
+}
+
+fn wait_with_timeout(
+    mut child: std::process::Child,
+    timeout: Duration,
+) -> Result<std::process::Output, String> {
+    // Drain the pipes on threads so that a chatty guest cannot block.
+    let mut out = child.stdout.take().ok_or("no stdout pipe")?;
+    let mut err = child.stderr.take().ok_or("no stderr pipe")?;
+    let out_thread = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut out, &mut v);
+        v
+    });
+    let err_thread = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut err, &mut v);
+        v
+    });
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if start.elapsed() > timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("timed out after {}s", timeout.as_secs()));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("wait failed: {e}")),
+        }
+    };
+    Ok(std::process::Output {
+        status,
+        stdout: out_thread.join().unwrap_or_default(),
+        stderr: err_thread.join().unwrap_or_default(),
+    })
+}
+
+fn main() {
+    let root = benchmarks_dir();
+    let manifest_path = root.join("manifest.json");
+    let manifest = match std::fs::read_to_string(&manifest_path) {
+        Ok(m) => m,
+        Err(e) => {
+            println!(
+                "sightglass: skipping: no benchmarks at {} ({e}); set SIGHTGLASS_BENCHMARKS to a Sightglass benchmarks folder with manifest.json",
+                root.display()
+            );
+            println!("sightglass: 0 passed, 0 failed, 0 skipped");
+            return;
+        }
+    };
+    let manifest: Value = match serde_json::from_str(&manifest) {
+        Ok(v) => v,
+        Err(e) => {
+            println!(
+                "sightglass: {} is not valid JSON: {e}",
+                manifest_path.display()
+            );
+            std::process::exit(1);
+        }
+    };
+    if cfg!(debug_assertions) {
+        println!(
+            "sightglass: note: unoptimized build; `cargo test --release --test sightglass` is much faster"
+        );
+    }
+    // Only names filter like libtest: `cargo test --test sightglass -- bz2`.
+    let mut filters: Vec<String> = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        // libtest options that take a separate value.
+        const WITH_VALUE: &[&str] = &[
+            "--test-threads",
+            "--skip",
+            "--logfile",
+            "--format",
+            "--color",
+            "--shuffle-seed",
+            "-Z",
+        ];
+        if WITH_VALUE.contains(&arg.as_str()) {
+            args.next();
+        } else if !arg.starts_with('-') {
+            filters.push(arg);
+        }
+    }
+    let cases: Vec<Case> = manifest
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| {
+            let path = entry["path"].as_str()?.to_string();
+            Some(Case {
+                path,
+                entry: entry.clone(),
+            })
+        })
+        .filter(|c| filters.is_empty() || filters.iter().any(|f| c.path.contains(f.as_str())))
+        .collect();
+    let stub = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sightglass/bench.wat");
+
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<(usize, Outcome)>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..WORKERS {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(case) = cases.get(i) else { break };
+                    let outcome = run_case(&root, &stub, case);
+                    match &outcome {
+                        Outcome::Passed(note) => println!("ok      {} ({note})", case.path),
+                        Outcome::Failed(why) => println!("FAILED  {}: {why}", case.path),
+                        Outcome::Skipped(why) => println!("skipped {}: {why}", case.path),
+                    }
+                    results
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((i, outcome));
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    results.sort_by_key(|(i, _)| *i);
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let mut failures = Vec::new();
+    for (i, outcome) in &results {
+        match outcome {
+            Outcome::Passed(_) => passed += 1,
+            Outcome::Skipped(_) => skipped += 1,
+            Outcome::Failed(why) => {
+                failed += 1;
+                failures.push(format!(
+                    "  {}: {}",
+                    cases[*i].path,
+                    why.lines().next().unwrap_or("")
+                ));
+            }
+        }
+    }
+    if !failures.is_empty() {
+        println!("\nfailures:\n{}", failures.join("\n"));
+    }
+    println!("sightglass: {passed} passed, {failed} failed, {skipped} skipped");
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}
