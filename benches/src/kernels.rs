@@ -2,18 +2,23 @@
 //! `run(n: i32) -> i64`, timed in both engines.
 
 use crate::Options;
+use crate::modes::Mode;
 use crate::stats::{geomean, median, ms, ratio};
 use anyhow::{Context, Result, bail};
 use std::time::{Duration, Instant};
 
 /// A kernel and the argument that makes one call take a few hundred ms.
-struct Kernel {
-    name: &'static str,
-    wat: &'static str,
-    arg: i32,
+pub struct Kernel {
+    /// Short name, as `--filter` matches it.
+    pub name: &'static str,
+    /// The module, in the text format.
+    pub wat: &'static str,
+    /// The argument of `run`.
+    pub arg: i32,
 }
 
-const KERNELS: &[Kernel] = &[
+/// Every kernel.
+pub const KERNELS: &[Kernel] = &[
     Kernel {
         name: "fib",
         wat: include_str!("../kernels/fib.wat"),
@@ -47,7 +52,8 @@ const KERNELS: &[Kernel] = &[
 ];
 
 /// One engine's compiled and instantiated kernel, ready to be called.
-trait Runner {
+pub trait Runner {
+    /// Calls `run(arg)`.
     fn call(&mut self, arg: i32) -> Result<i64>;
 }
 
@@ -55,18 +61,24 @@ trait Runner {
 /// two APIs are the same, which is the point of this project.
 macro_rules! runner_for {
     ($module:ident, $krate:ident) => {
-        mod $module {
+        pub mod $module {
             use $krate as wasmtime;
 
+            /// A kernel instantiated in a store of its own engine.
             pub struct Loaded {
                 store: wasmtime::Store<()>,
                 run: wasmtime::TypedFunc<i32, i64>,
             }
 
-            pub fn load(wat: &str) -> anyhow::Result<Loaded> {
-                let engine = wasmtime::Engine::default();
+            /// Compiles and instantiates `wat` in an engine (and store)
+            /// configured for `mode`.
+            pub fn load(wat: &str, mode: crate::modes::Mode) -> anyhow::Result<Loaded> {
+                let mut config = wasmtime::Config::new();
+                crate::apply_mode_to_config!(mode, config);
+                let engine = wasmtime::Engine::new(&config)?;
                 let module = wasmtime::Module::new(&engine, wat)?;
                 let mut store = wasmtime::Store::new(&engine, ());
+                crate::apply_mode_to_store!(mode, store);
                 let instance = wasmtime::Instance::new(&mut store, &module, &[])?;
                 let run = instance.get_typed_func::<i32, i64>(&mut store, "run")?;
                 Ok(Loaded { store, run })
@@ -89,7 +101,7 @@ runner_for!(ours, wasmtime);
 runner_for!(upstream, upstream_wasmtime);
 
 /// Times one call.
-fn time(runner: &mut dyn Runner, arg: i32) -> Result<(Duration, i64)> {
+pub fn time(runner: &mut dyn Runner, arg: i32) -> Result<(Duration, i64)> {
     let start = Instant::now();
     let result = runner.call(arg)?;
     Ok((start.elapsed(), result))
@@ -102,9 +114,10 @@ pub fn run(options: &Options) -> Result<()> {
     println!("|---|---:|---:|---:|");
     let mut ratios = Vec::new();
     for kernel in KERNELS.iter().filter(|k| options.selects(k.name)) {
-        let mut ours = ours::load(kernel.wat).with_context(|| format!("{}: ours", kernel.name))?;
-        let mut theirs =
-            upstream::load(kernel.wat).with_context(|| format!("{}: upstream", kernel.name))?;
+        let mut ours = ours::load(kernel.wat, Mode::Plain)
+            .with_context(|| format!("{}: ours", kernel.name))?;
+        let mut theirs = upstream::load(kernel.wat, Mode::Plain)
+            .with_context(|| format!("{}: upstream", kernel.name))?;
         // Warm-up call, and the check that both engines compute the same.
         let (_, expected) = time(&mut theirs, kernel.arg)?;
         let (_, got) = time(&mut ours, kernel.arg)?;

@@ -3,9 +3,14 @@
 //!
 //! ```text
 //! cargo run --release -p wasmtime-mmu-benches -- kernels [--runs N] [--filter NAME]
+//! cargo run --release -p wasmtime-mmu-benches -- interrupt-overhead [--runs N] [--filter NAME]
+//! cargo run --release -p wasmtime-mmu-benches -- stacks [--runs N]
 //! ```
 
+mod interrupt;
 mod kernels;
+mod modes;
+mod stacks;
 mod stats;
 
 use anyhow::{Result, bail};
@@ -13,12 +18,16 @@ use anyhow::{Result, bail};
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let Some(command) = args.next() else {
-        bail!("usage: bench kernels [--runs N] [--filter NAME]");
+        bail!("usage: bench kernels|interrupt-overhead|stacks [--runs N] [--filter NAME]");
     };
     let options = Options::parse(args)?;
     match command.as_str() {
         "kernels" => kernels::run(&options),
-        other => bail!("unknown benchmark suite `{other}` (expected `kernels`)"),
+        "interrupt-overhead" => interrupt::run(&options),
+        "stacks" => stacks::run(&options),
+        other => bail!(
+            "unknown benchmark suite `{other}` (expected `kernels`, `interrupt-overhead` or `stacks`)"
+        ),
     }
 }
 

@@ -737,7 +737,9 @@ impl FuncTranslator<'_, '_> {
             // every entry checks, always against a fresh deadline.
             let cont = self.b.create_block();
             let now = self.epoch_load_counter();
-            self.epoch_check_full(now, cont);
+            self.epoch_load_deadline();
+            self.epoch_check_cached(now, cont);
+            self.epoch_call_new_epoch(cont);
         }
     }
 
@@ -751,9 +753,10 @@ impl FuncTranslator<'_, '_> {
             let cont = self.b.create_block();
             let now = self.epoch_load_counter();
             self.epoch_check_cached(now, cont);
-            // The cached deadline may be stale (a callee may have moved it):
-            // reload it before calling into the runtime.
-            self.epoch_check_full(now, cont);
+            // The cached deadline may be stale (a callee may have moved it
+            // later); `new_epoch` checks the real one first and then just
+            // returns it.
+            self.epoch_call_new_epoch(cont);
         }
     }
 
@@ -951,14 +954,23 @@ impl FuncTranslator<'_, '_> {
         self.b.switch_to_block(reached);
     }
 
-    /// Reloads the deadline, checks against it, and calls `new_epoch` (then
-    /// reloads again) when it is reached; continues in `cont`.
-    fn epoch_check_full(&mut self, now: Value, cont: ir::Block) {
-        self.epoch_load_deadline();
-        self.epoch_check_cached(now, cont);
+    /// In the cold block of a check: calls `new_epoch`, traps if it failed
+    /// and caches the deadline it returns; continues in `cont`.
+    ///
+    /// Taking the new deadline from the call's result (as upstream does),
+    /// rather than reloading it from the store context, keeps neither the
+    /// store-context pointer nor the deadline live across the calls of the
+    /// cold paths, which in tight loops otherwise costs callee-saved
+    /// registers and spills.
+    fn epoch_call_new_epoch(&mut self, cont: ir::Block) {
+        let deadline_var = self.epoch.as_ref().unwrap().deadline_var;
         let vmctx = self.vmctx;
-        self.call_builtin(BuiltinFunctionIndex::new_epoch, &[vmctx]);
-        self.epoch_load_deadline();
+        let deadline = self
+            .call_builtin(BuiltinFunctionIndex::new_epoch, &[vmctx])
+            .expect("`new_epoch` returns the new deadline");
+        let failed = self.b.ins().icmp_imm_s(IntCC::Equal, deadline, -1);
+        self.b.ins().trapnz(failed, host_call_failed_code());
+        self.b.def_var(deadline_var, deadline);
         self.b.ins().jump(cont, &[]);
         self.b.seal_block(cont);
         self.b.switch_to_block(cont);

@@ -18,6 +18,8 @@
 //!   backtrace that starts at the calling Wasm function.
 //! * `-> i64` for the `*_grow` builtins: the old size, or `u64::MAX` (-1)
 //!   when growth failed (not a trap).
+//! * `-> i64` for `new_epoch`: the new deadline, or `u64::MAX` when it
+//!   failed, which compiled code turns into a `HostCallFailed` trap.
 
 /// Calls `$mac!` with the list of builtins, each written as
 /// `name(param: type, ...) -> ret;` where the return is omitted for `()`.
@@ -47,10 +49,14 @@ macro_rules! foreach_builtin_function {
             table_init(vmctx: vmctx, table: i32, elem: i32, dst: i64, src: i32, len: i32) -> bool;
             /// `elem.drop`.
             elem_drop(vmctx: vmctx, elem: i32);
-            /// The epoch counter reached `VMStoreContext::epoch_deadline`:
-            /// the runtime runs the store's epoch policy (trap, yield,
-            /// callback) and stores a new deadline; compiled code reloads it.
-            new_epoch(vmctx: vmctx) -> bool;
+            /// The epoch counter reached the deadline compiled code cached:
+            /// unless the real `VMStoreContext::epoch_deadline` is later
+            /// (the cache was stale), the runtime runs the store's epoch
+            /// policy (trap, yield, callback) and stores a new deadline.
+            /// Returns the deadline for compiled code to cache, or
+            /// `u64::MAX` when the policy failed (an error is left in the
+            /// store and compiled code traps with `HostCallFailed`).
+            new_epoch(vmctx: vmctx) -> i64;
             /// `VMStoreContext::fuel_consumed` became non-negative: the
             /// runtime refuels (or yields) or fails with `OutOfFuel`;
             /// compiled code reloads the fuel counter.

@@ -28,6 +28,8 @@ pub struct Config {
     pub(crate) wasm_backtrace_max_frames: Option<NonZeroUsize>,
     pub(crate) wasm_backtrace_details: WasmBacktraceDetails,
     pub(crate) debug_verifier: bool,
+    pub(crate) async_stack_size: usize,
+    pub(crate) allocation_strategy: InstanceAllocationStrategy,
 }
 
 pub(crate) const DEFAULT_WASM_BACKTRACE_MAX_FRAMES: NonZeroUsize = NonZeroUsize::new(20).unwrap();
@@ -81,6 +83,8 @@ impl Config {
             wasm_backtrace_max_frames: Some(DEFAULT_WASM_BACKTRACE_MAX_FRAMES),
             wasm_backtrace_details: WasmBacktraceDetails::Environment,
             debug_verifier: false,
+            async_stack_size: 2 << 20,
+            allocation_strategy: InstanceAllocationStrategy::OnDemand,
         }
     }
 
@@ -468,13 +472,20 @@ impl Config {
     /// it. Host functions called from WebAssembly run on the same stack, so
     /// the thread's stack must be comfortably larger than this value.
     ///
+    /// For `*_async` calls WebAssembly runs on a fiber stack of
+    /// [`Config::async_stack_size`] bytes, and this value must be smaller
+    /// than that: the difference is what host functions called from
+    /// WebAssembly are guaranteed. The limit on a fiber never comes closer
+    /// than 16 KiB to the bottom of the fiber stack, whatever this value is.
+    ///
     /// ## Default
     ///
     /// 512 KiB.
     ///
     /// # Errors
     ///
-    /// [`Engine::new`](crate::Engine::new) fails if this is zero.
+    /// [`Engine::new`](crate::Engine::new) fails if this is zero, or not
+    /// smaller than [`Config::async_stack_size`].
     ///
     /// [`Trap::StackOverflow`]: crate::Trap::StackOverflow
     pub fn max_wasm_stack(&mut self, size: usize) -> &mut Self {
@@ -578,20 +589,88 @@ impl Config {
         self
     }
 
-    /// Configures whether compiled code checks the engine's epoch counter at
-    /// function entries and loop headers, so that
-    /// [`Engine::increment_epoch`](crate::Engine::increment_epoch) can
-    /// interrupt it.
+    /// Enables epoch-based interruption.
     ///
-    /// When the counter reaches the store's deadline (see
-    /// [`Store::set_epoch_deadline`](crate::Store::set_epoch_deadline)),
-    /// execution traps with [`Trap::Interrupt`]. A store's deadline starts at
-    /// zero, which is already reached, so a store running such code must set
-    /// a deadline first.
+    /// When executing code in async mode, we sometimes want to implement a
+    /// form of cooperative timeslicing: long-running Wasm guest code should
+    /// periodically yield to the executor loop. This yielding could be
+    /// implemented by using "fuel" (see [`Config::consume_fuel`]). However,
+    /// fuel consumption is deterministic but comparatively expensive.
+    ///
+    /// Epoch-based interruption is that mechanism. There is a global
+    /// "epoch", which is a counter that divides time into arbitrary periods
+    /// (or epochs). This counter lives on the [`Engine`](crate::Engine) and
+    /// can be incremented by calling
+    /// [`Engine::increment_epoch`](crate::Engine::increment_epoch).
+    /// Epoch-based instrumentation works by setting a "deadline epoch". The
+    /// compiled code knows the deadline, and at every function entry and
+    /// loop header checks the current epoch against that deadline. It will
+    /// yield if the deadline has been reached.
+    ///
+    /// The [`Store`](crate::Store) tracks the deadline, and controls what
+    /// happens when the deadline is reached during execution. Several
+    /// behaviors are possible:
+    ///
+    /// - Trap with [`Trap::Interrupt`] if code is executing when the epoch
+    ///   deadline is met. See
+    ///   [`Store::epoch_deadline_trap`](crate::Store::epoch_deadline_trap).
+    ///
+    /// - Call an arbitrary function. This function may chose to trap, to
+    ///   continue with a new deadline or (in an async call) to yield. See
+    ///   [`Store::epoch_deadline_callback`](crate::Store::epoch_deadline_callback).
+    ///
+    /// - Yield to the executor loop, then resume when the future is next
+    ///   polled. See
+    ///   [`Store::epoch_deadline_async_yield_and_update`](crate::Store::epoch_deadline_async_yield_and_update).
+    ///
+    /// Trapping is the default. The yielding behaviour may be used for the
+    /// timeslicing behavior described above; it needs the `*_async` entry
+    /// points. Without them epoch-based interruption serves as a simple
+    /// external-interruption mechanism.
+    ///
+    /// An initial deadline must be set before executing code by calling
+    /// [`Store::set_epoch_deadline`](crate::Store::set_epoch_deadline). If
+    /// this deadline is not configured then wasm will immediately trap.
+    ///
+    /// ## Interaction with blocking host calls
+    ///
+    /// Epochs (and fuel) do not assist in handling WebAssembly code blocked
+    /// in a call to the host: they only affect running WebAssembly code. An
+    /// epoch that passes during a host call is noticed at the next check
+    /// after the host function returns. Host functions that may block are
+    /// best written as async host functions
+    /// ([`Linker::func_wrap_async`](crate::Linker::func_wrap_async)), whose
+    /// futures the embedder can cancel, for example with a timeout around
+    /// the call's future.
+    ///
+    /// ## Limitations with malicious guests
+    ///
+    /// Epochs are designed to handle malicious WebAssembly guests: the
+    /// deadline check cannot be avoided by WebAssembly code. Note, though,
+    /// that bulk-data-transfer instructions, such as `memory.copy`, only
+    /// check the epoch once at the start of the operation, so the longest
+    /// time slice a guest can take is bounded by the epoch interval plus the
+    /// largest such operation (bounded by the size of linear memory, which a
+    /// [`ResourceLimiter`](crate::ResourceLimiter) can bound).
+    ///
+    /// ## When to use fuel vs. epochs
+    ///
+    /// In general, epoch-based interruption results in faster execution:
+    /// it only watches a rarely-changing global counter, rather than keeping
+    /// a frequently-changing local counter. Fuel, in contrast, should be
+    /// used when *deterministic* yielding or trapping is needed.
     ///
     /// ## Default
     ///
     /// Disabled.
+    ///
+    /// # See Also
+    ///
+    /// - [`Engine::increment_epoch`](crate::Engine::increment_epoch)
+    /// - [`Store::set_epoch_deadline`](crate::Store::set_epoch_deadline)
+    /// - [`Store::epoch_deadline_trap`](crate::Store::epoch_deadline_trap)
+    /// - [`Store::epoch_deadline_callback`](crate::Store::epoch_deadline_callback)
+    /// - [`Store::epoch_deadline_async_yield_and_update`](crate::Store::epoch_deadline_async_yield_and_update)
     ///
     /// [`Trap::Interrupt`]: crate::Trap::Interrupt
     pub fn epoch_interruption(&mut self, enable: bool) -> &mut Self {
@@ -599,12 +678,26 @@ impl Config {
         self
     }
 
-    /// Configures whether compiled code counts fuel, so that a store can
-    /// bound how much WebAssembly runs (see
-    /// [`Store::set_fuel`](crate::Store::set_fuel)).
+    /// Configures whether execution of WebAssembly will "consume fuel" to
+    /// either halt or yield execution as desired.
     ///
-    /// When the fuel runs out, execution traps with [`Trap::OutOfFuel`]. A
-    /// store starts with no fuel.
+    /// This can be used to deterministically prevent infinitely-executing
+    /// WebAssembly code by instrumenting generated code to consume fuel as it
+    /// executes. When fuel runs out execution traps with
+    /// [`Trap::OutOfFuel`]. Fuel is consumed at about one unit per
+    /// instruction (see [`Store::set_fuel`](crate::Store::set_fuel)) and
+    /// checked at every function entry and loop header.
+    ///
+    /// Each [`Store`](crate::Store) starts with no fuel and must be given
+    /// some with [`Store::set_fuel`](crate::Store::set_fuel); its remaining
+    /// fuel is returned by [`Store::get_fuel`](crate::Store::get_fuel). With
+    /// [`Store::fuel_async_yield_interval`](crate::Store::fuel_async_yield_interval)
+    /// an async call yields to the executor every so many units instead of
+    /// running until the fuel is gone.
+    ///
+    /// Note that fuel is slower than epochs (see
+    /// [`Config::epoch_interruption`]): it keeps a counter up to date in
+    /// every basic block.
     ///
     /// ## Default
     ///
@@ -619,13 +712,71 @@ impl Config {
     /// Deprecated no-op, kept for compatibility with upstream Wasmtime.
     ///
     /// As in upstream Wasmtime 48, whether a call is asynchronous is decided
-    /// per call, not per engine. This runtime has no asynchronous calls.
+    /// per call, not per engine: the `*_async` entry points
+    /// ([`Func::call_async`](crate::Func::call_async),
+    /// [`Instance::new_async`](crate::Instance::new_async), ...) work with
+    /// every store, and a store that needs them (it has async host
+    /// functions, or yields on epochs or fuel) rejects the synchronous ones.
     ///
     /// ## Default
     ///
     /// Not applicable.
     #[deprecated = "async support is decided per call; this setting does nothing"]
     pub fn async_support(&mut self, _enable: bool) -> &mut Self {
+        self
+    }
+
+    /// Configures the size of the stacks used for asynchronous execution.
+    ///
+    /// Every `*_async` call runs WebAssembly on a fiber: a separate native
+    /// stack of this many bytes (rounded up to whole pages), with an
+    /// inaccessible guard page below it. Stacks come from a pool owned by
+    /// the engine that only reserves address space; a stack's memory becomes
+    /// resident as the fiber touches it, and stacks are reused (each store
+    /// keeps the last one it used). See
+    /// [`Config::allocation_strategy`] to bound how many exist.
+    ///
+    /// The amount of stack space guaranteed for host functions is
+    /// `async_stack_size - max_wasm_stack`, so take care not to set these
+    /// two values close to one another; a host function that overflows a
+    /// fiber stack aborts the process (WebAssembly itself traps with
+    /// [`Trap::StackOverflow`](crate::Trap::StackOverflow) before it gets
+    /// there).
+    ///
+    /// ## Default
+    ///
+    /// 2 MiB.
+    ///
+    /// # Errors
+    ///
+    /// The [`Engine::new`](crate::Engine::new) method will fail if the value
+    /// for this option is not larger than the [`Config::max_wasm_stack`]
+    /// option.
+    pub fn async_stack_size(&mut self, size: usize) -> &mut Self {
+        self.async_stack_size = size;
+        self
+    }
+
+    /// Sets the instance allocation strategy to use.
+    ///
+    /// In this runtime the strategy decides how the fiber stacks of `*_async`
+    /// calls are provided; memories, tables and instances are always
+    /// allocated on demand.
+    ///
+    /// * [`InstanceAllocationStrategy::OnDemand`]: the engine's stack pool
+    ///   reserves address space for 16 stacks at a time as more fibers run
+    ///   concurrently, without bound.
+    /// * [`InstanceAllocationStrategy::Pooling`]: the pool reserves
+    ///   [`PoolingAllocationConfig::total_stacks`] stacks when the engine is
+    ///   created, and an async call fails once all of them are in use.
+    ///
+    /// Either way a stack is only address space until first used.
+    ///
+    /// ## Default
+    ///
+    /// [`InstanceAllocationStrategy::OnDemand`].
+    pub fn allocation_strategy(&mut self, strategy: InstanceAllocationStrategy) -> &mut Self {
+        self.allocation_strategy = strategy;
         self
     }
 
@@ -701,6 +852,13 @@ impl Config {
         if self.max_wasm_stack == 0 {
             anyhow::bail!("`max_wasm_stack` must be greater than zero");
         }
+        if self.max_wasm_stack >= self.async_stack_size {
+            anyhow::bail!(
+                "max_wasm_stack size ({}) must be smaller than the async_stack_size ({})",
+                self.max_wasm_stack,
+                self.async_stack_size
+            );
+        }
         if self.strategy == Strategy::Winch {
             anyhow::bail!("the Winch compiler is not supported by this runtime");
         }
@@ -720,6 +878,8 @@ impl fmt::Debug for Config {
             .field("features", &self.features)
             .field("tunables", &self.tunables)
             .field("max_wasm_stack", &self.max_wasm_stack)
+            .field("async_stack_size", &self.async_stack_size)
+            .field("allocation_strategy", &self.allocation_strategy)
             .field("opt_level", &self.opt_level)
             .field("nan_canonicalization", &self.nan_canonicalization)
             .field("cranelift_flags", &self.cranelift_flags)
@@ -767,4 +927,97 @@ pub enum WasmBacktraceDetails {
     /// Support depends on the `WASMTIME_BACKTRACE_DETAILS` environment
     /// variable.
     Environment,
+}
+
+/// How the engine provides per-instance resources; see
+/// [`Config::allocation_strategy`].
+///
+/// In this runtime only the fiber stacks of `*_async` calls are pooled;
+/// everything else is allocated on demand with either strategy.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub enum InstanceAllocationStrategy {
+    /// Resources are allocated as needed; fiber stacks come from a pool that
+    /// grows (by reserving address space) without bound.
+    #[default]
+    OnDemand,
+    /// Fiber stacks come from a fixed pool reserved when the engine is
+    /// created.
+    Pooling(PoolingAllocationConfig),
+}
+
+impl InstanceAllocationStrategy {
+    /// The pooling strategy with the default configuration.
+    pub fn pooling() -> InstanceAllocationStrategy {
+        InstanceAllocationStrategy::Pooling(PoolingAllocationConfig::default())
+    }
+}
+
+/// Configuration of [`InstanceAllocationStrategy::Pooling`].
+///
+/// This runtime pools fiber stacks only; the settings of upstream's pooling
+/// allocator that size memory, table and instance pools do not exist here.
+#[derive(Clone, Debug)]
+pub struct PoolingAllocationConfig {
+    pub(crate) total_stacks: u32,
+    pub(crate) async_stack_keep_resident: usize,
+}
+
+impl Default for PoolingAllocationConfig {
+    fn default() -> PoolingAllocationConfig {
+        PoolingAllocationConfig {
+            total_stacks: 1000,
+            async_stack_keep_resident: 64 * 1024,
+        }
+    }
+}
+
+impl PoolingAllocationConfig {
+    /// Creates the default pooling configuration.
+    pub fn new() -> PoolingAllocationConfig {
+        PoolingAllocationConfig::default()
+    }
+
+    /// The maximum number of fiber stacks (that is, `*_async` calls running
+    /// or suspended at once) for the whole engine.
+    ///
+    /// All of them are reserved as address space when the engine is created
+    /// (`total_stacks × (async_stack_size + one guard page)` bytes, nothing
+    /// committed); a stack is made accessible when first used.
+    ///
+    /// ## Default
+    ///
+    /// 1000.
+    pub fn total_stacks(&mut self, count: u32) -> &mut Self {
+        self.total_stacks = count;
+        self
+    }
+
+    /// How many bytes at the top of a fiber stack stay resident when the
+    /// stack goes back to the pool; the rest is released with
+    /// `madvise(MADV_DONTNEED)` (and reads as zero when used again).
+    ///
+    /// Keeping the top resident saves the page faults of the next call that
+    /// reuses the stack (a few microseconds); releasing the rest returns
+    /// what deep recursion touched. 0 releases the whole stack.
+    ///
+    /// ## Default
+    ///
+    /// 64 KiB. (Upstream's default is 0, which there means that nothing is
+    /// released unless stacks are zeroed; here stacks are never zeroed and
+    /// the value always bounds what stays resident.)
+    pub fn async_stack_keep_resident(&mut self, size: usize) -> &mut Self {
+        self.async_stack_keep_resident = size;
+        self
+    }
+
+    /// The configured [`PoolingAllocationConfig::total_stacks`].
+    pub fn get_total_stacks(&self) -> u32 {
+        self.total_stacks
+    }
+
+    /// The configured [`PoolingAllocationConfig::async_stack_keep_resident`].
+    pub fn get_async_stack_keep_resident(&self) -> usize {
+        self.async_stack_keep_resident
+    }
 }

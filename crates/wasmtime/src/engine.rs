@@ -1,8 +1,8 @@
 //! The [`Engine`]: global compilation and runtime state.
 
-use crate::Config;
 use crate::compile::{ClifOptLevel, Compiler, CompilerConfig};
 use crate::runtime::vm::{self, CodeMemory, TypeRegistry};
+use crate::{Config, InstanceAllocationStrategy};
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::fmt;
@@ -28,6 +28,8 @@ pub(crate) struct EngineInner {
     compiler: Compiler,
     signatures: TypeRegistry,
     epoch: AtomicU64,
+    /// Fiber stacks for `*_async` calls.
+    stacks: vm::fiber::StackPool,
     /// Wasm-to-host trampolines, compiled on first use per function type
     /// and kept for the engine's life.
     host_trampolines: Mutex<HashMap<VMSharedTypeIndex, Arc<CodeMemory>>>,
@@ -85,6 +87,19 @@ impl Engine {
             &config.tunables,
         )
         .context("failed to create the compiler")?;
+        let stacks = vm::fiber::StackPool::new(match &config.allocation_strategy {
+            InstanceAllocationStrategy::OnDemand => vm::fiber::StackPoolConfig {
+                stack_size: config.async_stack_size,
+                capacity: None,
+                keep_resident: ON_DEMAND_STACK_KEEP_RESIDENT,
+            },
+            InstanceAllocationStrategy::Pooling(pooling) => vm::fiber::StackPoolConfig {
+                stack_size: config.async_stack_size,
+                capacity: Some(pooling.total_stacks as usize),
+                keep_resident: pooling.async_stack_keep_resident,
+            },
+        })
+        .context("failed to create the fiber stack pool")?;
         Ok(Engine {
             inner: Arc::new(EngineInner {
                 config: config.clone(),
@@ -92,6 +107,7 @@ impl Engine {
                 compiler,
                 signatures: TypeRegistry::default(),
                 epoch: AtomicU64::new(0),
+                stacks,
                 host_trampolines: Mutex::new(HashMap::new()),
             }),
         })
@@ -114,8 +130,11 @@ impl Engine {
     /// this counter with its store's deadline at function entries and loop
     /// headers (see [`Store::set_epoch_deadline`](crate::Store::set_epoch_deadline)).
     ///
-    /// This is a single atomic increment: it may be called from any thread,
-    /// and even from a signal handler.
+    /// This is a single relaxed atomic increment (`fetch_add`): it may be
+    /// called from any thread, and is async-signal-safe, so it may also be
+    /// called from a signal handler. A thread that ticks periodically should
+    /// hold an [`EngineWeak`] (see [`Engine::weak`]) so that it does not
+    /// keep the engine alive.
     pub fn increment_epoch(&self) {
         self.inner.epoch.fetch_add(1, Ordering::Relaxed);
     }
@@ -144,6 +163,10 @@ impl Engine {
 
     pub(crate) fn signatures(&self) -> &TypeRegistry {
         &self.inner.signatures
+    }
+
+    pub(crate) fn stack_pool(&self) -> &vm::fiber::StackPool {
+        &self.inner.stacks
     }
 
     pub(crate) fn epoch_counter(&self) -> &AtomicU64 {
@@ -182,6 +205,12 @@ impl Engine {
         Ok(code)
     }
 }
+
+/// Bytes at the top of a fiber stack that stay resident when it returns to
+/// an on-demand engine's pool: enough for ordinary calls never to fault
+/// again, while what deep recursion touched is given back (the same as the
+/// pooling default, `PoolingAllocationConfig::async_stack_keep_resident`).
+const ON_DEMAND_STACK_KEEP_RESIDENT: usize = 64 * 1024;
 
 /// A weak reference to an [`Engine`].
 #[derive(Clone, Debug)]

@@ -39,6 +39,59 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Async
+//!
+//! Every call and instantiation also has an `*_async` form
+//! ([`Func::call_async`], [`TypedFunc::call_async`],
+//! [`Instance::new_async`], [`Linker::instantiate_async`], ...). These run
+//! WebAssembly on a fiber, a separate stack of
+//! [`Config::async_stack_size`] bytes, so that it can suspend: host
+//! functions defined with [`Linker::func_wrap_async`] (or
+//! [`Func::wrap_async`], [`Func::new_async`]) return futures, and a store
+//! can yield to the executor periodically with
+//! [`Store::epoch_deadline_async_yield_and_update`] or
+//! [`Store::fuel_async_yield_interval`]. The returned futures are `Send`
+//! when the store's data is, and dropping one cancels the call (its
+//! WebAssembly frames are unwound; the store stays usable). A store that
+//! uses any of these features requires the `*_async` entry points.
+//!
+//! ```
+//! use wasmtime::*;
+//!
+//! # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+//! #     let mut f = std::pin::pin!(f);
+//! #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+//! #     loop {
+//! #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
+//! #     }
+//! # }
+//! # fn main() -> Result<()> {
+//! let engine = Engine::default();
+//! let module = Module::new(&engine, r#"
+//!     (module
+//!         (import "host" "fetch" (func $fetch (param i32) (result i32)))
+//!         (func (export "run") (param i32) (result i32)
+//!             local.get 0
+//!             call $fetch))
+//! "#)?;
+//! let mut linker = Linker::new(&engine);
+//! linker.func_wrap_async("host", "fetch", |_caller: Caller<'_, ()>, (x,): (i32,)| {
+//!     Box::new(async move {
+//!         // ... await something here ...
+//!         x + 1
+//!     })
+//! })?;
+//! let mut store = Store::new(&engine, ());
+//! # block_on(async {
+//! let instance = linker.instantiate_async(&mut store, &module).await?;
+//! let run = instance.get_typed_func::<i32, i32>(&mut store, "run")?;
+//! assert_eq!(run.call_async(&mut store, 41).await?, 42);
+//! # Ok::<(), Error>(())
+//! # })?;
+//! # Ok(())
+//! # }
+//! ```
 
 #![deny(missing_docs)]
 

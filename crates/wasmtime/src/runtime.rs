@@ -1,6 +1,7 @@
 //! The safe runtime API over the raw runtime in [`vm`].
 
 pub(crate) mod externals;
+pub(crate) mod fiber;
 pub(crate) mod func;
 pub(crate) mod global;
 pub(crate) mod instance;

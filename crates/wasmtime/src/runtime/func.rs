@@ -14,6 +14,7 @@
 //! trampoline traps (`HostCallFailed`), so the error surfaces after the
 //! Wasm frames are gone. Called from the host, the closure runs directly.
 
+use crate::runtime::fiber;
 use crate::runtime::store::{PendingError, StoreInner, StoreOpaque};
 use crate::{
     AsContext, AsContextMut, Engine, Extern, FuncType, Instance, StoreContext, StoreContextMut,
@@ -22,7 +23,9 @@ use crate::{
 use anyhow::{Context, Result, bail};
 use std::ffi::c_void;
 use std::fmt;
+use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 use wasmtime_environ::vm::{VMCONTEXT_MAGIC, VMEntryTrampoline, VMFuncRef, ValRaw};
@@ -75,6 +78,9 @@ pub struct HostFunc(Arc<HostFuncInner>);
 struct HostFuncInner {
     ty: FuncType,
     call: Box<HostCallFn>,
+    /// Defined with an async closure: callable only from Wasm running on a
+    /// fiber, so a store holding it requires `*_async` entry points.
+    is_async: bool,
 }
 
 impl fmt::Debug for HostFunc {
@@ -86,12 +92,17 @@ impl fmt::Debug for HostFunc {
 }
 
 impl HostFunc {
-    fn from_raw(ty: FuncType, call: Box<HostCallFn>) -> HostFunc {
-        HostFunc(Arc::new(HostFuncInner { ty, call }))
+    fn from_raw(ty: FuncType, call: Box<HostCallFn>, is_async: bool) -> HostFunc {
+        HostFunc(Arc::new(HostFuncInner { ty, call, is_async }))
     }
 
     pub(crate) fn ty(&self) -> &FuncType {
         &self.0.ty
+    }
+
+    /// Whether this function was defined with an async closure.
+    pub(crate) fn is_async(&self) -> bool {
+        self.0.is_async
     }
 
     /// Identity of the definition (for per-store caching).
@@ -140,7 +151,94 @@ impl HostFunc {
             }
             Ok(())
         };
-        HostFunc::from_raw(ty, Box::new(call))
+        HostFunc::from_raw(ty, Box::new(call), false)
+    }
+
+    /// A host function taking and returning dynamically typed [`Val`]s
+    /// through a future, run to completion on the calling fiber.
+    pub(crate) fn new_dynamic_async<T, F>(ty: FuncType, func: F) -> HostFunc
+    where
+        F: for<'a> Fn(
+                Caller<'a, T>,
+                &'a [Val],
+                &'a mut [Val],
+            ) -> Box<dyn Future<Output = Result<()>> + Send + 'a>
+            + Send
+            + Sync
+            + 'static,
+        T: Send + 'static,
+    {
+        let wasm_ty = ty.wasm().clone();
+        let call = move |store: *mut StoreOpaque, caller_vmctx: *mut u8, values: &mut [ValRaw]| {
+            let params = {
+                // SAFETY: as in `new_dynamic`.
+                let opaque = unsafe { &mut *store };
+                wasm_ty
+                    .params
+                    .iter()
+                    .zip(values.iter())
+                    // SAFETY: as in `new_dynamic`.
+                    .map(|(ty, raw)| unsafe { Val::from_raw_wasm(opaque, *raw, *ty) })
+                    .collect::<Vec<_>>()
+            };
+            let mut results = wasm_ty
+                .results
+                .iter()
+                .map(|ty| Val::default_for_wasm(*ty))
+                .collect::<Vec<_>>();
+            // SAFETY: `store` is the `StoreOpaque` of a `StoreInner<T>`, and
+            // this runs on the fiber running the store's Wasm (if any).
+            unsafe {
+                fiber::with_blocking(store, |cx| {
+                    let caller = raw_caller::<T>(store, caller_vmctx);
+                    let future = Pin::from(func(caller, &params, &mut results));
+                    cx.block_on(future)
+                })???
+            };
+            // SAFETY: the future is gone, so the store is no longer borrowed.
+            let opaque = unsafe { &mut *store };
+            for (i, (ty, val)) in wasm_ty.results.iter().zip(&results).enumerate() {
+                values[i] = val
+                    .to_raw_wasm(opaque, *ty)
+                    .context("function attempted to return an incompatible value")?;
+            }
+            Ok(())
+        };
+        HostFunc::from_raw(ty, Box::new(call), true)
+    }
+
+    /// A host function over statically typed parameters whose results come
+    /// from a future, run to completion on the calling fiber.
+    pub(crate) fn wrap_typed_async<T, P, R, F>(engine: &Engine, func: F) -> HostFunc
+    where
+        F: for<'a> Fn(Caller<'a, T>, P) -> Box<dyn Future<Output = R> + Send + 'a>
+            + Send
+            + Sync
+            + 'static,
+        P: WasmTyList,
+        R: WasmRet,
+        T: Send + 'static,
+    {
+        let ty = R::func_type(engine, P::valtypes());
+        let call = move |store: *mut StoreOpaque, caller_vmctx: *mut u8, values: &mut [ValRaw]| {
+            // SAFETY: as in `wrap_typed`.
+            let params = unsafe { P::load(&mut *store, values)? };
+            // SAFETY: `store` is the `StoreOpaque` of a `StoreInner<T>`, and
+            // this runs on the fiber running the store's Wasm (if any).
+            let ret = unsafe {
+                fiber::with_blocking(store, |cx| {
+                    let caller = raw_caller::<T>(store, caller_vmctx);
+                    cx.block_on(Pin::from(func(caller, params)))
+                })??
+            };
+            // SAFETY: the future is gone, so the store is no longer borrowed.
+            let opaque = unsafe { &mut *store };
+            if !ret.compatible_with_store(opaque) {
+                bail!("host function attempted to return cross-`Store` value to Wasm");
+            }
+            ret.store(opaque, values)
+        };
+        HostFunc::from_raw(ty, Box::new(call), true)
     }
 
     /// A host function over statically typed parameters and results.
@@ -168,7 +266,7 @@ impl HostFunc {
             }
             ret.store(opaque, values)
         };
-        HostFunc::from_raw(ty, Box::new(call))
+        HostFunc::from_raw(ty, Box::new(call), false)
     }
 
     /// Runs the function from the host.
@@ -208,6 +306,27 @@ unsafe fn with_caller<T: 'static, R>(
         store: StoreContextMut(inner),
         caller,
     })
+}
+
+/// A [`Caller`] for a host function being called, with an unbounded
+/// lifetime (for async host functions, whose future borrows it).
+///
+/// # Safety
+///
+/// As for [`with_caller`]; the caller must not let the `Caller` outlive the
+/// host call, nor use the store otherwise while it lives.
+unsafe fn raw_caller<'a, T: 'static>(
+    store: *mut StoreOpaque,
+    caller_vmctx: *mut u8,
+) -> Caller<'a, T> {
+    // SAFETY: per the contract.
+    let inner = unsafe { &mut *store.cast::<StoreInner<T>>() };
+    // SAFETY: per the contract.
+    let caller = unsafe { caller_instance(&inner.opaque, caller_vmctx) };
+    Caller {
+        store: StoreContextMut(inner),
+        caller,
+    }
 }
 
 /// The instance whose code made a call, from the caller `vmctx` compiled
@@ -394,6 +513,74 @@ impl Func {
         store.0.opaque.push_host_func(host)
     }
 
+    /// Creates a new host-defined function with dynamically typed values
+    /// whose results are produced asynchronously, by a future.
+    ///
+    /// The closure receives the parameters and a slice of results
+    /// (pre-filled with default values) and returns a boxed future that
+    /// fills in the results. When WebAssembly calls the function, the future
+    /// is polled on the calling fiber; while it is pending the fiber
+    /// suspends and the future of the outer `*_async` call returns
+    /// `Pending`.
+    ///
+    /// Defining such a function makes the store require `*_async` entry
+    /// points ([`Func::call_async`], [`Instance::new_async`], ...): the
+    /// synchronous ones fail with an error.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `ty` belongs to a different engine than `store`, or if the
+    /// engine cannot compile the trampoline for `ty`.
+    pub fn new_async<T, F>(mut store: impl AsContextMut<Data = T>, ty: FuncType, func: F) -> Func
+    where
+        F: for<'a> Fn(
+                Caller<'a, T>,
+                &'a [Val],
+                &'a mut [Val],
+            ) -> Box<dyn Future<Output = Result<()>> + Send + 'a>
+            + Send
+            + Sync
+            + 'static,
+        T: Send + 'static,
+    {
+        let host = HostFunc::new_dynamic_async(ty, func);
+        store
+            .as_context_mut()
+            .0
+            .opaque
+            .push_host_func(host)
+            .expect("failed to create a host function")
+    }
+
+    /// Same as [`Func::wrap`], except the closure asynchronously produces the
+    /// result and the arguments are passed within a tuple.
+    ///
+    /// See [`Func::new_async`] for how such a function runs and what it
+    /// requires of the store.
+    ///
+    /// # Panics
+    ///
+    /// Panics if the engine cannot compile the trampoline for the
+    /// function's type.
+    pub fn wrap_async<T, F, P, R>(mut store: impl AsContextMut<Data = T>, func: F) -> Func
+    where
+        F: for<'a> Fn(Caller<'a, T>, P) -> Box<dyn Future<Output = R> + Send + 'a>
+            + Send
+            + Sync
+            + 'static,
+        P: WasmTyList,
+        R: WasmRet,
+        T: Send + 'static,
+    {
+        let store = store.as_context_mut();
+        let host = HostFunc::wrap_typed_async(store.engine(), func);
+        store
+            .0
+            .opaque
+            .push_host_func(host)
+            .expect("failed to create a host function")
+    }
+
     /// Converts a raw function reference (as produced by [`Func::to_raw`],
     /// or found in a `funcref` slot) back into a `Func`; null gives `None`.
     ///
@@ -465,6 +652,70 @@ impl Func {
     ) -> Result<()> {
         let store = store.as_context_mut();
         let opaque = &mut store.0.opaque;
+        opaque.validate_sync_call()?;
+        let mut values = self.prepare_call(opaque, params, results)?;
+        // SAFETY: the values match the function's type (checked above).
+        unsafe { call_raw(opaque, self, &mut values)? };
+        self.finish_call(opaque, &values, results);
+        Ok(())
+    }
+
+    /// Invokes this function with the `params` given, returning the results
+    /// asynchronously.
+    ///
+    /// This function is the same as [`Func::call`] except that it is
+    /// asynchronous: WebAssembly runs on a fiber (a stack of
+    /// [`Config::async_stack_size`](crate::Config::async_stack_size) bytes),
+    /// and whenever it waits (an async host function's future is pending, or
+    /// an epoch or fuel yield) the fiber suspends and the returned future is
+    /// `Pending`. Dropping the future while it is suspended cancels the call:
+    /// the WebAssembly frames are unwound (as by a trap) and the store can
+    /// be used again.
+    ///
+    /// It's important to note that the execution of WebAssembly will happen
+    /// synchronously in the `poll` method of the future returned from this
+    /// function. This crate does not manage its own thread pool or similar
+    /// to execute WebAssembly in. Future `poll` methods are generally
+    /// expected to resolve quickly, so it's recommended that you run or poll
+    /// this future in a "blocking context", or configure yielding with
+    /// [`Store::epoch_deadline_async_yield_and_update`](crate::Store::epoch_deadline_async_yield_and_update)
+    /// or [`Store::fuel_async_yield_interval`](crate::Store::fuel_async_yield_interval).
+    ///
+    /// # Errors
+    ///
+    /// For more information on errors see the [`Func::call`] documentation;
+    /// this also fails if no fiber stack can be allocated.
+    ///
+    /// # Panics
+    ///
+    /// Resumes the panic of a host function called during the call.
+    pub async fn call_async(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        params: &[Val],
+        results: &mut [Val],
+    ) -> Result<()> {
+        let store = store.as_context_mut();
+        let opaque = &mut store.0.opaque;
+        let mut values = self.prepare_call(opaque, params, results)?;
+        let func = *self;
+        let values = fiber::on_fiber(opaque, move |opaque| {
+            // SAFETY: the values match the function's type (checked above).
+            unsafe { call_raw(opaque, &func, &mut values) }.map(|()| values)
+        })
+        .await??;
+        self.finish_call(opaque, &values, results);
+        Ok(())
+    }
+
+    /// Checks `params` and `results` against the function's type and
+    /// converts the parameters to raw values (with room for the results).
+    fn prepare_call(
+        &self,
+        opaque: &mut StoreOpaque,
+        params: &[Val],
+        results: &[Val],
+    ) -> Result<Vec<ValRaw>> {
         let data = opaque.func_data(self)?;
         let ty = opaque
             .engine()
@@ -491,13 +742,20 @@ impl Func {
                 .to_raw_wasm(opaque, *pty)
                 .context("argument type mismatch")?;
         }
-        // SAFETY: the values match the function's type (checked above).
-        unsafe { call_raw(opaque, self, &mut values)? };
+        Ok(values)
+    }
+
+    /// Converts the raw results of a call into `results`.
+    fn finish_call(&self, opaque: &mut StoreOpaque, values: &[ValRaw], results: &mut [Val]) {
+        let ty = opaque
+            .engine()
+            .signatures()
+            .get(opaque.funcs[self.index as usize].ty)
+            .expect("the type of a called function is registered");
         for (i, (result, rty)) in results.iter_mut().zip(ty.results.iter()).enumerate() {
             // SAFETY: the callee wrote results of its declared types.
             *result = unsafe { Val::from_raw_wasm(opaque, values[i], *rty) };
         }
-        Ok(())
     }
 
     /// Attempts to extract a typed object from this `Func` through which
@@ -628,6 +886,17 @@ impl<T> Caller<'_, T> {
     /// Fails if fuel consumption is not enabled.
     pub fn set_fuel(&mut self, fuel: u64) -> Result<()> {
         self.store.set_fuel(fuel)
+    }
+
+    /// Configures this store to yield while executing futures every
+    /// `interval` units of fuel (see
+    /// [`Store::fuel_async_yield_interval`](crate::Store::fuel_async_yield_interval)).
+    ///
+    /// # Errors
+    ///
+    /// Fails if fuel is not enabled or `interval` is `Some(0)`.
+    pub fn fuel_async_yield_interval(&mut self, interval: Option<u64>) -> Result<()> {
+        self.store.fuel_async_yield_interval(interval)
     }
 }
 

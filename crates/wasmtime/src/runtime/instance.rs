@@ -58,8 +58,33 @@ impl Instance {
     ) -> Result<Instance> {
         let store = store.as_context_mut();
         let opaque = &mut store.0.opaque;
+        opaque.validate_sync_call()?;
         typecheck_imports(opaque, module, imports)?;
         instantiate(opaque, module, imports)
+    }
+
+    /// Same as [`Instance::new`], except for usage in asynchronous stores:
+    /// instantiation, including the start function, runs on a fiber (see
+    /// [`Func::call_async`]).
+    ///
+    /// This is required for stores that need `*_async` entry points (for
+    /// example because they define async host functions), and works with
+    /// any store. The returned future is `Send` when the store is.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Instance::new`]; also fails if no fiber stack can be
+    /// allocated.
+    pub async fn new_async(
+        mut store: impl AsContextMut,
+        module: &Module,
+        imports: &[Extern],
+    ) -> Result<Instance> {
+        let store = store.as_context_mut();
+        let opaque = &mut store.0.opaque;
+        typecheck_imports(opaque, module, imports)?;
+        crate::runtime::fiber::on_fiber(opaque, |opaque| instantiate(opaque, module, imports))
+            .await?
     }
 
     /// Returns the module this instance was instantiated from.
@@ -621,12 +646,41 @@ impl<T: 'static> InstancePre<T> {
     pub fn instantiate(&self, mut store: impl AsContextMut<Data = T>) -> Result<Instance> {
         let store = store.as_context_mut();
         let opaque = &mut store.0.opaque;
+        if self.items.iter().any(|def| def.is_async()) {
+            opaque.set_async_required();
+        }
+        opaque.validate_sync_call()?;
+        let imports = self.imports(opaque)?;
+        instantiate(opaque, &self.module, &imports)
+    }
+
+    /// Same as [`InstancePre::instantiate`], but instantiation (including
+    /// the start function) runs on a fiber; see [`Instance::new_async`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`InstancePre::instantiate`]; also fails if no fiber stack can
+    /// be allocated.
+    pub async fn instantiate_async(
+        &self,
+        mut store: impl AsContextMut<Data = T>,
+    ) -> Result<Instance> {
+        let store = store.as_context_mut();
+        let opaque = &mut store.0.opaque;
+        let imports = self.imports(opaque)?;
+        let module = &self.module;
+        crate::runtime::fiber::on_fiber(opaque, |opaque| instantiate(opaque, module, &imports))
+            .await?
+    }
+
+    /// The linker's items as imports of `store`, type-checked.
+    fn imports(&self, opaque: &mut StoreOpaque) -> Result<Vec<Extern>> {
         let imports = self
             .items
             .iter()
             .map(|def| def.to_extern(opaque))
             .collect::<Result<Vec<_>>>()?;
         typecheck_imports(opaque, &self.module, &imports)?;
-        instantiate(opaque, &self.module, &imports)
+        Ok(imports)
     }
 }

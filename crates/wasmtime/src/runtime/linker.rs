@@ -10,6 +10,7 @@ use anyhow::{Context, Result, bail};
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::fmt;
+use std::future::Future;
 use std::marker::PhantomData;
 
 /// Structure used to link wasm modules/instances together.
@@ -61,6 +62,11 @@ pub(crate) enum Definition {
 }
 
 impl Definition {
+    /// Whether this is a host function defined with an async closure.
+    pub(crate) fn is_async(&self) -> bool {
+        matches!(self, Definition::HostFunc(f) if f.is_async())
+    }
+
     /// The item as an [`Extern`] of `store`.
     pub(crate) fn to_extern(&self, store: &mut StoreOpaque) -> Result<Extern> {
         match self {
@@ -251,6 +257,71 @@ impl<T> Linker<T> {
         T: 'static,
     {
         let host = func.into_func(&self.engine);
+        self.insert(module, name, Definition::HostFunc(host))?;
+        Ok(self)
+    }
+
+    /// Asynchronous analog of [`Linker::func_new`]: the closure returns a
+    /// future that produces the results (see [`Func::new_async`]).
+    ///
+    /// Stores that instantiate with this function require `*_async` entry
+    /// points.
+    ///
+    /// # Errors
+    ///
+    /// Fails if the name is already defined and shadowing is not allowed, or
+    /// if `ty` belongs to another engine.
+    pub fn func_new_async<F>(
+        &mut self,
+        module: &str,
+        name: &str,
+        ty: FuncType,
+        func: F,
+    ) -> Result<&mut Self>
+    where
+        F: for<'a> Fn(
+                Caller<'a, T>,
+                &'a [Val],
+                &'a mut [Val],
+            ) -> Box<dyn Future<Output = Result<()>> + Send + 'a>
+            + Send
+            + Sync
+            + 'static,
+        T: Send + 'static,
+    {
+        if !Engine::same(ty.engine(), &self.engine) {
+            bail!("the function type was created with a different engine than this linker's");
+        }
+        let host = HostFunc::new_dynamic_async(ty, func);
+        self.insert(module, name, Definition::HostFunc(host))?;
+        Ok(self)
+    }
+
+    /// Asynchronous analog of [`Linker::func_wrap`]: the closure returns a
+    /// boxed future of the results (see [`Func::wrap_async`]).
+    ///
+    /// When WebAssembly calls the function, the future is polled on the
+    /// fiber running the call; while it is pending the fiber suspends and
+    /// the outer `*_async` call's future returns `Pending`. Stores that
+    /// instantiate with this function require `*_async` entry points.
+    ///
+    /// # Errors
+    ///
+    /// Fails if the name is already defined and shadowing is not allowed.
+    pub fn func_wrap_async<F, Params: crate::WasmTyList, Args: crate::WasmRet>(
+        &mut self,
+        module: &str,
+        name: &str,
+        func: F,
+    ) -> Result<&mut Self>
+    where
+        F: for<'a> Fn(Caller<'a, T>, Params) -> Box<dyn Future<Output = Args> + Send + 'a>
+            + Send
+            + Sync
+            + 'static,
+        T: Send + 'static,
+    {
+        let host = HostFunc::wrap_typed_async(&self.engine, func);
         self.insert(module, name, Definition::HostFunc(host))?;
         Ok(self)
     }
@@ -455,6 +526,28 @@ impl<T> Linker<T> {
     {
         self.instantiate_pre(module)?
             .instantiate(store.as_context_mut())
+    }
+
+    /// Attempts to instantiate the `module` provided. This is the same as
+    /// [`Linker::instantiate`], except that instantiation runs on a fiber
+    /// (see [`Instance::new_async`]), as stores that need `*_async` entry
+    /// points require.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Linker::instantiate`]; also fails if no fiber stack can be
+    /// allocated.
+    pub async fn instantiate_async(
+        &self,
+        mut store: impl AsContextMut<Data = T>,
+        module: &Module,
+    ) -> Result<Instance>
+    where
+        T: Send + 'static,
+    {
+        self.instantiate_pre(module)?
+            .instantiate_async(store.as_context_mut())
+            .await
     }
 
     /// Performs all checks necessary for instantiating `module` with this

@@ -23,6 +23,7 @@
 //! `#[repr(C)]` [`StoreInner<T>`], so generic code that knows `T` casts the
 //! pointer back to the whole store.
 
+use crate::runtime::fiber::{self, AsyncState};
 use crate::runtime::func::{FuncData, FuncKind, HostFunc, VMHostFunc};
 use crate::runtime::trap::{FrameInfo, WasmBacktrace};
 use crate::runtime::vm::{self, CodeMemory, CodeRegistry, RawFrame, TrapRecord};
@@ -33,8 +34,10 @@ use std::any::Any;
 use std::cell::UnsafeCell;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::num::NonZeroU64;
+use std::pin::Pin;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -123,6 +126,9 @@ pub(crate) enum PendingError {
 #[derive(Clone, Copy, Debug)]
 enum EpochBehavior {
     Trap,
+    /// Yield to the executor, then set the deadline this many ticks ahead
+    /// ([`Store::epoch_deadline_async_yield_and_update`]).
+    YieldAndUpdate(u64),
     /// Run the callback installed by [`Store::epoch_deadline_callback`]
     /// (through its type-erased accessor).
     Callback(EpochAccessor),
@@ -156,16 +162,51 @@ unsafe fn epoch_accessor<T: 'static>(opaque: *mut StoreOpaque) -> Result<UpdateD
     update
 }
 
-/// What to do when a store's epoch deadline is reached, as decided by the
-/// callback installed with [`Store::epoch_deadline_callback`].
+/// What to do after returning from a callback when the engine epoch reaches
+/// the deadline for a Store during execution of a function using that store
+/// (see [`Store::epoch_deadline_callback`]).
 #[non_exhaustive]
-#[derive(Debug)]
 pub enum UpdateDeadline {
-    /// Halt execution of WebAssembly with [`Trap::Interrupt`].
+    /// Halt execution of WebAssembly, don't update the epoch deadline, and
+    /// raise a trap ([`Trap::Interrupt`]).
     Interrupt,
-    /// Continue executing, setting the deadline to the given number of
-    /// ticks after the current epoch.
+    /// Extend the deadline by the specified number of ticks.
     Continue(u64),
+    /// Extend the deadline by the specified number of ticks after yielding to
+    /// the async executor loop.
+    ///
+    /// This can only be used when WebAssembly is invoked with `*_async`
+    /// methods. If WebAssembly was invoked with a synchronous method then
+    /// returning this variant will raise a trap.
+    Yield(u64),
+    /// Extend the deadline by the specified number of ticks after yielding to
+    /// the async executor loop.
+    ///
+    /// This can only be used when WebAssembly is invoked with `*_async`
+    /// methods. If WebAssembly was invoked with a synchronous method then
+    /// returning this variant will raise a trap.
+    ///
+    /// The yield will be performed by the future provided; when using `tokio`
+    /// it is recommended to provide
+    /// [`tokio::task::yield_now`](https://docs.rs/tokio/latest/tokio/task/fn.yield_now.html)
+    /// here: its wake-up goes to the back of the scheduler's queue, while a
+    /// plain self-wake may be run again first from tokio's LIFO slot.
+    YieldCustom(u64, Pin<Box<dyn Future<Output = ()> + Send>>),
+}
+
+impl fmt::Debug for UpdateDeadline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UpdateDeadline::Interrupt => f.write_str("Interrupt"),
+            UpdateDeadline::Continue(d) => f.debug_tuple("Continue").field(d).finish(),
+            UpdateDeadline::Yield(d) => f.debug_tuple("Yield").field(d).finish(),
+            UpdateDeadline::YieldCustom(d, _) => f
+                .debug_tuple("YieldCustom")
+                .field(d)
+                .field(&"<future>")
+                .finish(),
+        }
+    }
 }
 
 /// A store's data per global.
@@ -199,6 +240,11 @@ pub struct StoreOpaque {
     pub(crate) externrefs: Vec<Box<dyn Any + Send + Sync>>,
     pending: Option<PendingError>,
     epoch_behavior: EpochBehavior,
+    async_state: AsyncState,
+    /// Fuel not yet handed to compiled code (see
+    /// [`Store::fuel_async_yield_interval`]).
+    fuel_reserve: u64,
+    fuel_yield_interval: Option<NonZeroU64>,
     limiter: Option<LimiterAccessor>,
     instance_limit: usize,
     memory_limit: usize,
@@ -269,10 +315,19 @@ impl<T> Store<T> {
         self.inner.opaque.get_fuel()
     }
 
-    /// Sets the fuel of this store to `fuel`.
+    /// Set the fuel to this [`Store`] for wasm to consume while executing.
     ///
-    /// Compiled code consumes fuel as it executes and traps with
-    /// [`Trap::OutOfFuel`] when none is left. A store starts with no fuel.
+    /// For this method to work fuel consumption must be enabled via
+    /// [`Config::consume_fuel`](crate::Config::consume_fuel). By default a
+    /// [`Store`] starts with 0 fuel for wasm to execute with (meaning it will
+    /// immediately trap with [`Trap::OutOfFuel`]). This function must be
+    /// called for the store to have some fuel to allow WebAssembly to
+    /// execute.
+    ///
+    /// Most WebAssembly instructions consume 1 unit of fuel. Some
+    /// instructions, such as `nop`, `drop`, `block`, and `loop`, consume 0
+    /// units, as any execution cost associated with them involves other
+    /// instructions which do consume fuel.
     ///
     /// # Errors
     ///
@@ -280,6 +335,40 @@ impl<T> Store<T> {
     /// [`Config::consume_fuel`](crate::Config::consume_fuel).
     pub fn set_fuel(&mut self, fuel: u64) -> Result<()> {
         self.inner.opaque.set_fuel(fuel)
+    }
+
+    /// Configures a [`Store`] to yield execution of async WebAssembly code
+    /// periodically.
+    ///
+    /// When a [`Store`] is configured to consume fuel with
+    /// [`Config::consume_fuel`](crate::Config::consume_fuel) this method will
+    /// configure WebAssembly to be suspended and control will be yielded
+    /// back to the caller every `interval` units of fuel consumed. When using
+    /// this method it requires further invocations of WebAssembly to use
+    /// `*_async` entrypoints.
+    ///
+    /// The purpose of this behavior is to ensure that futures which represent
+    /// execution of WebAssembly do not execute too long inside their
+    /// `Future::poll` method. This allows for some form of cooperative
+    /// multitasking where WebAssembly will voluntarily yield control
+    /// periodically (based on fuel consumption) back to the running thread.
+    ///
+    /// Note that futures returned by this crate will automatically flag
+    /// themselves to get re-polled if a yield happens. This means that
+    /// WebAssembly will continue to execute, just after giving the host an
+    /// opportunity to do something else.
+    ///
+    /// The `interval` parameter indicates how much fuel should be consumed
+    /// between yields of an async future. When fuel runs out wasm will
+    /// trap. `None` turns yielding off again (but the store still requires
+    /// `*_async` entrypoints).
+    ///
+    /// # Errors
+    ///
+    /// This method will error if fuel is not enabled or `interval` is
+    /// `Some(0)`.
+    pub fn fuel_async_yield_interval(&mut self, interval: Option<u64>) -> Result<()> {
+        self.inner.opaque.fuel_async_yield_interval(interval)
     }
 
     /// Sets the epoch deadline to `ticks_beyond_current` ticks after the
@@ -309,16 +398,62 @@ impl<T> Store<T> {
     /// Configures epoch-deadline expiration to invoke a custom callback
     /// function.
     ///
-    /// When the epoch deadline is reached, the callback decides: return
-    /// [`UpdateDeadline::Continue`] with a number of ticks to set a new
-    /// deadline and keep running, [`UpdateDeadline::Interrupt`] to trap with
-    /// [`Trap::Interrupt`], or an error to trap with that error.
+    /// When epoch-interruption-instrumented code is executed on this store
+    /// and the epoch deadline is reached before completion, the provided
+    /// callback function is invoked.
+    ///
+    /// This callback should either return an [`UpdateDeadline`], or return
+    /// an error, which will terminate execution with a trap.
+    ///
+    /// The [`UpdateDeadline`] is a positive number of ticks to add to the
+    /// epoch deadline, as well as indicating what to do after the callback
+    /// returns. If WebAssembly runs through an `*_async` entry point, the
+    /// callback may return [`UpdateDeadline::Yield`] or
+    /// [`UpdateDeadline::YieldCustom`] to yield to the async executor before
+    /// updating the epoch deadline. Alternatively, the callback may return
+    /// [`UpdateDeadline::Continue`] to update the epoch deadline immediately,
+    /// or [`UpdateDeadline::Interrupt`] to trap with [`Trap::Interrupt`].
+    ///
+    /// This setting is intended to allow for coarse-grained interruption,
+    /// but not a deterministic deadline of a fixed, finite interval. For
+    /// deterministic interruption, see the "fuel" mechanism instead.
     pub fn epoch_deadline_callback(
         &mut self,
         callback: impl FnMut(StoreContextMut<'_, T>) -> Result<UpdateDeadline> + Send + Sync + 'static,
     ) {
         self.inner.epoch_callback = Some(Box::new(callback));
         self.inner.opaque.epoch_behavior = EpochBehavior::Callback(epoch_accessor::<T>);
+    }
+
+    /// Configures epoch-deadline expiration to yield to the async caller
+    /// and then update the deadline.
+    ///
+    /// When epoch-interruption-instrumented code is executed on this store
+    /// and the epoch deadline is reached before completion, with the store
+    /// configured in this way, execution will yield (the future will return
+    /// `Pending` but re-awake itself for later execution) and, upon
+    /// resuming, the store will be configured with an epoch deadline equal
+    /// to the current epoch plus `delta` ticks.
+    ///
+    /// This setting is intended to allow for cooperative timeslicing of
+    /// multiple CPU-bound Wasm guests in different stores, all executing
+    /// under the control of an async executor. To drive this, stores should
+    /// be configured to "yield and update" automatically with this
+    /// function, and some external driver (a thread that wakes up
+    /// periodically, or a timer signal/interrupt) should call
+    /// [`Engine::increment_epoch()`](crate::Engine::increment_epoch).
+    ///
+    /// After this call the store requires `*_async` entry points (a
+    /// synchronous call could not yield).
+    ///
+    /// See documentation on
+    /// [`Config::epoch_interruption()`](crate::Config::epoch_interruption)
+    /// for an introduction to epoch-based interruption.
+    pub fn epoch_deadline_async_yield_and_update(&mut self, delta: u64) {
+        self.inner.epoch_callback = None;
+        self.inner
+            .opaque
+            .epoch_deadline_async_yield_and_update(delta);
     }
 
     /// Like [`Store::new`]; provided for upstream API compatibility (it
@@ -407,6 +542,9 @@ impl StoreOpaque {
             externrefs: Vec::new(),
             pending: None,
             epoch_behavior: EpochBehavior::Trap,
+            async_state: AsyncState::default(),
+            fuel_reserve: 0,
+            fuel_yield_interval: None,
             limiter: None,
             instance_limit: DEFAULT_INSTANCE_LIMIT,
             memory_limit: DEFAULT_MEMORY_LIMIT,
@@ -443,28 +581,75 @@ impl StoreOpaque {
         );
     }
 
+    // ----- fuel -----
+    //
+    // Compiled code counts `fuel_consumed` up towards zero. With a yield
+    // interval only up to `interval` units are handed to compiled code at a
+    // time (as a negative `fuel_consumed`); the rest waits in
+    // `fuel_reserve`. When compiled code runs out it calls `out_of_gas`,
+    // which refills from the reserve (yielding first) or traps.
+
     fn get_fuel(&self) -> Result<u64> {
         if !self.engine.tunables().consume_fuel {
             bail!("fuel is not configured in this store");
         }
         // SAFETY: no Wasm runs concurrently with `&self` access.
         let consumed = unsafe { (*self.vm_store_context_ptr()).fuel_consumed };
-        Ok(if consumed < 0 {
-            consumed.unsigned_abs()
-        } else {
-            0
-        })
+        Ok(self
+            .fuel_reserve
+            .saturating_add_signed(consumed.saturating_neg()))
     }
 
     fn set_fuel(&mut self, fuel: u64) -> Result<()> {
         if !self.engine.tunables().consume_fuel {
             bail!("fuel is not configured in this store");
         }
-        let fuel = i64::try_from(fuel).unwrap_or(i64::MAX);
-        // SAFETY: exclusive access to the store.
-        unsafe { (*self.vm_store_context_ptr()).fuel_consumed = -fuel };
+        let interval = self.fuel_yield_interval.map_or(u64::MAX, |i| i.get());
+        let injected = fuel.min(interval).min(i64::MAX as u64);
+        self.fuel_reserve = fuel - injected;
+        // SAFETY: exclusive access to the store; `injected` fits in `i64`.
+        unsafe { (*self.vm_store_context_ptr()).fuel_consumed = -(injected as i64) };
         Ok(())
     }
+
+    fn fuel_async_yield_interval(&mut self, interval: Option<u64>) -> Result<()> {
+        if !self.engine.tunables().consume_fuel {
+            bail!("fuel is not configured in this store");
+        }
+        if interval == Some(0) {
+            bail!("fuel_async_yield_interval must not be 0");
+        }
+        self.set_async_required();
+        let fuel = self.get_fuel()?;
+        self.fuel_yield_interval = interval.and_then(NonZeroU64::new);
+        // Re-split the remaining fuel by the new interval.
+        self.set_fuel(fuel)
+    }
+
+    /// The `out_of_gas` builtin's policy: refuel from the reserve (yielding
+    /// to the executor first when a yield interval is set and the call is
+    /// async), or `Err` to trap with [`Trap::OutOfFuel`].
+    ///
+    /// # Safety
+    ///
+    /// `store` must be live and not otherwise referenced; called from Wasm
+    /// of this store.
+    pub(crate) unsafe fn out_of_gas(store: *mut StoreOpaque) -> Result<()> {
+        // SAFETY: per the contract.
+        let this = unsafe { &mut *store };
+        let fuel = this.get_fuel()?;
+        if fuel == 0 {
+            return Err(Trap::OutOfFuel.into());
+        }
+        this.set_fuel(fuel)?;
+        if this.fuel_yield_interval.is_some() && this.async_state.can_block() {
+            // SAFETY: called from this store's Wasm, on its fiber.
+            unsafe { fiber::with_blocking(store, |cx| cx.block_on(fiber::yield_now()))?? };
+        }
+        Ok(())
+    }
+
+    // ----- epochs -----
 
     fn set_epoch_deadline(&mut self, ticks: u64) {
         let deadline = self.engine.current_epoch().saturating_add(ticks);
@@ -472,33 +657,122 @@ impl StoreOpaque {
         unsafe { (*self.vm_store_context_ptr()).epoch_deadline = deadline };
     }
 
-    /// The `new_epoch` builtin's policy: `Err` to trap.
+    fn epoch_deadline_async_yield_and_update(&mut self, delta: u64) {
+        self.set_async_required();
+        self.epoch_behavior = EpochBehavior::YieldAndUpdate(delta);
+    }
+
+    /// The `new_epoch` builtin's policy: the deadline compiled code caches
+    /// next, or `Err` to trap.
     ///
     /// # Safety
     ///
     /// `store` must be live and not otherwise referenced (the callback gets
-    /// the whole store).
-    pub(crate) unsafe fn new_epoch(store: *mut StoreOpaque) -> Result<()> {
+    /// the whole store); called from Wasm of this store.
+    pub(crate) unsafe fn new_epoch(store: *mut StoreOpaque) -> Result<u64> {
+        // Compiled code calls whenever the counter reaches its cached
+        // deadline; the real one may have moved later since (a host
+        // function or callback set it).
+        // SAFETY: per the contract.
+        let deadline = unsafe { (*(*store).vm_store_context_ptr()).epoch_deadline };
+        // SAFETY: per the contract.
+        if unsafe { (*store).engine.current_epoch() } < deadline {
+            return Ok(deadline);
+        }
         // SAFETY: per the contract.
         let behavior = unsafe { (*store).epoch_behavior };
         let update = match behavior {
             EpochBehavior::Trap => UpdateDeadline::Interrupt,
+            EpochBehavior::YieldAndUpdate(delta) => UpdateDeadline::Yield(delta),
             // SAFETY: the accessor was installed for this store's `T`.
             EpochBehavior::Callback(accessor) => unsafe { accessor(store)? },
         };
-        match update {
-            UpdateDeadline::Interrupt => Err(Trap::Interrupt.into()),
-            UpdateDeadline::Continue(ticks) => {
-                // SAFETY: per the contract.
-                unsafe { (*store).set_epoch_deadline(ticks) };
-                Ok(())
+        let ticks = match update {
+            UpdateDeadline::Interrupt => return Err(Trap::Interrupt.into()),
+            UpdateDeadline::Continue(ticks) => ticks,
+            UpdateDeadline::Yield(ticks) => {
+                // SAFETY: called from this store's Wasm.
+                unsafe {
+                    fiber::with_blocking(store, |cx| cx.block_on(fiber::yield_now()))
+                        .map_err(|_| {
+                            anyhow!(
+                                "cannot use `UpdateDeadline::Yield` without using an async wasm entrypoint"
+                            )
+                        })??
+                };
+                ticks
             }
+            UpdateDeadline::YieldCustom(ticks, future) => {
+                // SAFETY: called from this store's Wasm.
+                unsafe {
+                    fiber::with_blocking(store, |cx| cx.block_on(future)).map_err(|_| {
+                        anyhow!(
+                            "cannot use `UpdateDeadline::YieldCustom` without using an async wasm entrypoint"
+                        )
+                    })??
+                };
+                ticks
+            }
+        };
+        // SAFETY: per the contract; the callback's borrow has ended.
+        unsafe {
+            (*store).set_epoch_deadline(ticks);
+            Ok((*(*store).vm_store_context_ptr()).epoch_deadline)
         }
     }
 
-    /// The `out_of_gas` builtin's policy: `Err` to trap.
-    pub(crate) fn out_of_gas(&mut self) -> Result<()> {
-        Err(Trap::OutOfFuel.into())
+    // ----- async -----
+
+    pub(crate) fn async_state_mut(&mut self) -> &mut AsyncState {
+        &mut self.async_state
+    }
+
+    /// Marks this store as usable only through `*_async` entry points.
+    pub(crate) fn set_async_required(&mut self) {
+        self.async_state.async_required = true;
+    }
+
+    /// Checks that a synchronous entry point (`Func::call`,
+    /// `Instance::new`, ...) may be used with this store now.
+    ///
+    /// # Errors
+    ///
+    /// Fails if the store requires `*_async` entry points, or if the call
+    /// would run on a fiber of this store from code that could suspend it
+    /// (which would let the outer future move threads under a synchronous
+    /// frame).
+    pub(crate) fn validate_sync_call(&self) -> Result<()> {
+        if self.async_state.async_required {
+            bail!("store configuration requires that `*_async` functions are used instead");
+        }
+        if self.async_state.can_block() {
+            bail!("cannot do blocking `call` from an async context");
+        }
+        Ok(())
+    }
+
+    /// A stack for a new fiber: the one cached by the last fiber of this
+    /// store, or a fresh one from the engine's pool.
+    pub(crate) fn take_fiber_stack(&mut self) -> Result<vm::fiber::FiberStack> {
+        match self.async_state.cached_stack.take() {
+            Some(stack) => Ok(stack),
+            None => self.engine.stack_pool().allocate(),
+        }
+    }
+
+    /// Takes back the stack of a completed fiber: cached for the next one,
+    /// or (if a stack is already cached) returned to the engine's pool.
+    pub(crate) fn return_fiber_stack(&mut self, stack: vm::fiber::FiberStack) {
+        if self.async_state.cached_stack.is_none() {
+            self.async_state.cached_stack = Some(stack);
+        }
+    }
+
+    /// Swaps the stack limit compiled code checks (for fiber switches).
+    pub(crate) fn replace_stack_limit(&mut self, limit: usize) -> usize {
+        // SAFETY: exclusive access to the store; no Wasm of this store runs
+        // on this thread during a fiber switch.
+        unsafe { std::mem::replace(&mut (*self.vm_store_context_ptr()).stack_limit, limit) }
     }
 
     fn with_limiter<R>(&mut self, default: R, f: impl FnOnce(&mut dyn ResourceLimiter) -> R) -> R {
@@ -768,6 +1042,10 @@ impl StoreOpaque {
         }
         let trampoline = self.engine.host_trampoline(host.ty().index())?;
         self.register_code(&trampoline);
+        if host.is_async() {
+            // Wasm may call it at any time, and it must then be on a fiber.
+            self.set_async_required();
+        }
         let self_ptr: *mut StoreOpaque = self;
         let ctx = VMHostFunc::new(host, trampoline.text_start() as *const u8, self_ptr);
         let func_ref = NonNull::from(&ctx.func_ref);
@@ -1007,6 +1285,24 @@ impl<'a, T> StoreContextMut<'a, T> {
     pub fn epoch_deadline_trap(&mut self) {
         self.0.opaque.epoch_behavior = EpochBehavior::Trap;
         self.0.epoch_callback = None;
+    }
+
+    /// Configures epoch-deadline expiration to yield to the async caller
+    /// and then update the deadline (see
+    /// [`Store::epoch_deadline_async_yield_and_update`]).
+    pub fn epoch_deadline_async_yield_and_update(&mut self, delta: u64) {
+        self.0.epoch_callback = None;
+        self.0.opaque.epoch_deadline_async_yield_and_update(delta);
+    }
+
+    /// Configures this store to yield while executing futures every
+    /// `interval` units of fuel (see [`Store::fuel_async_yield_interval`]).
+    ///
+    /// # Errors
+    ///
+    /// Fails if fuel is not enabled or `interval` is `Some(0)`.
+    pub fn fuel_async_yield_interval(&mut self, interval: Option<u64>) -> Result<()> {
+        self.0.opaque.fuel_async_yield_interval(interval)
     }
 }
 

@@ -4,6 +4,7 @@
 //! Nothing here is public API; the safe layer in `crate::runtime` wraps it.
 
 pub mod code_memory;
+pub mod fiber;
 pub mod instance;
 pub mod libcalls;
 pub mod memory;

@@ -2,6 +2,7 @@
 //! [`WasmParams`] and [`WasmResults`] traits.
 
 use super::{Func, call_raw, for_each_function_signature};
+use crate::runtime::fiber;
 use crate::runtime::store::StoreOpaque;
 use crate::{AsContextMut, ExternRef, RefType, Rooted, V128, ValType};
 use anyhow::{Context, Result, bail};
@@ -81,6 +82,46 @@ where
         let store = store.as_context_mut();
         let opaque = &mut store.0.opaque;
         opaque.assert_store(self.func.store, "function");
+        opaque.validate_sync_call()?;
+        self.call_on(opaque, params)
+    }
+
+    /// Invokes this WebAssembly function with the specified parameters,
+    /// asynchronously.
+    ///
+    /// Returns either the results of the call, or a [`Trap`] if one
+    /// happened. For how the call runs (on a fiber), suspends and is
+    /// cancelled, see [`Func::call_async`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`TypedFunc::call`]; also fails if no fiber stack can be
+    /// allocated.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `store` does not own this function, and resumes the panic
+    /// of a host function called during the call.
+    ///
+    /// [`Trap`]: crate::Trap
+    pub async fn call_async(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        params: Params,
+    ) -> Result<Results>
+    where
+        Params: Sync,
+        Results: Sync,
+    {
+        let store = store.as_context_mut();
+        let opaque = &mut store.0.opaque;
+        opaque.assert_store(self.func.store, "function");
+        let this = *self;
+        fiber::on_fiber(opaque, move |opaque| this.call_on(opaque, params)).await?
+    }
+
+    /// The body of a call, on whatever stack the caller runs.
+    fn call_on(&self, opaque: &mut StoreOpaque, params: Params) -> Result<Results> {
         let len = Params::count().max(Results::count());
         let mut inline = [ValRaw::default(); INLINE_VALUES];
         let mut heap = Vec::new();

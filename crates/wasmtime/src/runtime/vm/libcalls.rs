@@ -350,21 +350,24 @@ unsafe extern "C" fn elem_drop(vmctx: *mut u8, elem: u32) {
     }
 }
 
-/// The epoch deadline was reached.
+/// The epoch counter reached the deadline compiled code cached: returns
+/// the deadline to cache next, or `u64::MAX` to trap.
 ///
 /// # Safety
 ///
 /// Only compiled code calls this, with its own instance `vmctx` and
 /// validated indices.
-unsafe extern "C" fn new_epoch(vmctx: *mut u8) -> bool {
+unsafe extern "C" fn new_epoch(vmctx: *mut u8) -> u64 {
     // SAFETY: as for `memory_grow`.
     unsafe {
         let (_, store) = parts(vmctx);
         match StoreOpaque::new_epoch(store) {
-            Ok(()) => true,
+            // `u64::MAX` means failure: a real deadline that far is
+            // unreachable anyway.
+            Ok(deadline) => deadline.min(u64::MAX - 1),
             Err(e) => {
                 (*store).set_pending(PendingError::Error(e));
-                false
+                u64::MAX
             }
         }
     }
@@ -380,7 +383,7 @@ unsafe extern "C" fn out_of_gas(vmctx: *mut u8) -> bool {
     // SAFETY: as for `memory_grow`.
     unsafe {
         let (_, store) = parts(vmctx);
-        match (*store).out_of_gas() {
+        match StoreOpaque::out_of_gas(store) {
             Ok(()) => true,
             Err(e) => {
                 (*store).set_pending(PendingError::Error(e));

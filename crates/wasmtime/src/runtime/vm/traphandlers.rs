@@ -42,13 +42,120 @@ thread_local! {
     /// compiles to a plain thread-pointer-relative load in an executable and
     /// is safe in a signal handler.
     static ACTIVATION: Cell<*const Activation> = const { Cell::new(ptr::null()) };
+
+    /// The fiber stack the thread is running on, as `[guard_start,
+    /// stack_bottom)` (the guard page below the usable stack), or `(0, 0)`
+    /// on the thread's own stack. Set by the runtime around every fiber
+    /// switch; read when entering Wasm (stack limit) and by the signal
+    /// handler (overflow of host code into the guard).
+    static FIBER_STACK: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
 }
+
+// The accessors below are `#[inline(never)]` on purpose: a fiber may
+// suspend inside a call and resume on another thread, and LLVM is allowed to
+// compute a thread-local's address once per function and reuse it across
+// calls. Keeping every access in its own small function means no caller can
+// hold a stale thread's address across a possible switch.
 
 /// The innermost activation of the current thread, or null.
 ///
 /// Async-signal-safe (see [`ACTIVATION`]).
+#[inline(never)]
 pub fn innermost_activation() -> *const Activation {
     ACTIVATION.with(|a| a.get())
+}
+
+#[inline(never)]
+fn set_innermost_activation(activation: *const Activation) {
+    ACTIVATION.with(|a| a.set(activation));
+}
+
+/// The guard page and usable bottom of the fiber stack this thread runs on
+/// (`(0, 0)` when not on a fiber). Async-signal-safe.
+#[inline(never)]
+pub fn current_fiber_stack() -> (usize, usize) {
+    FIBER_STACK.with(|f| f.get())
+}
+
+/// Records that this thread now runs on the fiber stack whose guard page
+/// starts at `guard_start` and whose usable memory starts at `bottom`;
+/// returns the previous value, to be restored with
+/// [`set_current_fiber_stack`] when the fiber switches back.
+#[inline(never)]
+pub fn set_current_fiber_stack(bounds: (usize, usize)) -> (usize, usize) {
+    FIBER_STACK.with(|f| f.replace(bounds))
+}
+
+/// Bytes at the bottom of a fiber stack that Wasm may never use: the trap
+/// path (`unwind_trap` and the backtrace it records) runs below the
+/// trapping frame, and a leaf function without a stack check may still push
+/// a little. Compiled code traps with `StackOverflow` above this.
+pub const FIBER_STACK_RESERVE: usize = 16 * 1024;
+
+/// The activations a suspended fiber took off its thread's list: the
+/// innermost one and the oldest, whose `prev` is re-pointed at the resuming
+/// thread's list. Null when no Wasm was running on the fiber.
+#[derive(Debug, Clone, Copy)]
+pub struct SuspendedActivations {
+    innermost: *const Activation,
+    oldest: *const Activation,
+}
+
+// SAFETY: the pointers refer to activations on a suspended fiber's stack,
+// which moves between threads with the fiber; they are only dereferenced by
+// the thread that resumes the fiber.
+unsafe impl Send for SuspendedActivations {}
+
+impl SuspendedActivations {
+    /// No activations.
+    pub const NONE: SuspendedActivations = SuspendedActivations {
+        innermost: ptr::null(),
+        oldest: ptr::null(),
+    };
+}
+
+/// Called on the resuming side when a fiber suspends: takes the fiber's
+/// activations (everything pushed on top of `outer`, the thread's list when
+/// the fiber was resumed) off this thread's list.
+///
+/// # Safety
+///
+/// `outer` must be what [`innermost_activation`] returned right before the
+/// fiber was resumed, and the fiber must have just suspended (its
+/// activations are live but no longer running).
+pub unsafe fn take_suspended_activations(outer: *const Activation) -> SuspendedActivations {
+    let innermost = innermost_activation();
+    if innermost == outer {
+        return SuspendedActivations::NONE;
+    }
+    let mut oldest = innermost;
+    // SAFETY: every activation above `outer` lives on the suspended fiber's
+    // stack, which stays allocated while it is suspended.
+    unsafe {
+        while (*oldest).prev.get() != outer {
+            oldest = (*oldest).prev.get();
+            debug_assert!(!oldest.is_null(), "fiber activations must sit on `outer`");
+        }
+    }
+    set_innermost_activation(outer);
+    SuspendedActivations { innermost, oldest }
+}
+
+/// Called right before a suspended fiber resumes: pushes its activations
+/// back on top of this thread's current list.
+///
+/// # Safety
+///
+/// `saved` must come from [`take_suspended_activations`] for the fiber
+/// about to resume (or be [`SuspendedActivations::NONE`]).
+pub unsafe fn restore_suspended_activations(saved: SuspendedActivations) {
+    if saved.innermost.is_null() {
+        return;
+    }
+    // SAFETY: per the contract, the activations are live on the fiber's
+    // stack.
+    unsafe { (*saved.oldest).prev.set(innermost_activation()) };
+    set_innermost_activation(saved.innermost);
 }
 
 /// One entry of a [`CodeSnapshot`].
@@ -196,7 +303,10 @@ pub struct TrapRecord {
 /// Lives on the stack of [`call_wasm`]; linked from [`ACTIVATION`].
 pub struct Activation {
     jmp_buf: UnsafeCell<JmpBuf>,
-    prev: *const Activation,
+    /// The next older activation of this thread. A cell because a fiber
+    /// that suspends and resumes on another thread re-points its oldest
+    /// activation at that thread's list.
+    prev: Cell<*const Activation>,
     store_context: *mut VMStoreContext,
     code: *const AtomicPtr<CodeSnapshot>,
     saved_exit_fp: usize,
@@ -259,8 +369,10 @@ pub struct EntryStore {
 /// traps.
 ///
 /// Sets the store's stack limit if no Wasm of the store is on the stack
-/// yet (`max_wasm_stack` below the current stack pointer) and restores the
-/// store's exit state afterwards, so nested calls compose.
+/// yet (`max_wasm_stack` below the current stack pointer, but never below
+/// [`FIBER_STACK_RESERVE`] above the bottom of the fiber stack the thread
+/// runs on) and restores the store's exit state afterwards, so nested calls
+/// compose.
 ///
 /// # Safety
 ///
@@ -286,7 +398,7 @@ pub unsafe fn call_wasm(
     let ctx = unsafe { &mut *store_context };
     let activation = Activation {
         jmp_buf: UnsafeCell::new(JmpBuf::default()),
-        prev: innermost_activation(),
+        prev: Cell::new(innermost_activation()),
         store_context,
         code,
         saved_exit_fp: ctx.last_wasm_exit_fp,
@@ -305,9 +417,14 @@ pub unsafe fn call_wasm(
     };
     if ctx.stack_limit == usize::MAX {
         let here = &activation as *const Activation as usize;
-        ctx.stack_limit = here.saturating_sub(max_wasm_stack);
+        let mut limit = here.saturating_sub(max_wasm_stack);
+        let (_, fiber_bottom) = current_fiber_stack();
+        if fiber_bottom != 0 {
+            limit = limit.max(fiber_bottom + FIBER_STACK_RESERVE);
+        }
+        ctx.stack_limit = limit;
     }
-    ACTIVATION.with(|a| a.set(&activation));
+    set_innermost_activation(&activation);
     // SAFETY: the caller vouches for the callee, trampoline and values;
     // the activation stays put on this frame until it is unlinked below.
     let status = unsafe {
@@ -319,7 +436,9 @@ pub unsafe fn call_wasm(
             values,
         )
     };
-    ACTIVATION.with(|a| a.set(activation.prev));
+    // A fiber may have moved to another thread while this call was
+    // suspended: `prev` and the thread-local are read afresh.
+    set_innermost_activation(activation.prev.get());
     // SAFETY: as above; Wasm of this store no longer runs on this
     // activation.
     let ctx = unsafe { &mut *store_context };
@@ -432,7 +551,7 @@ unsafe fn walk_older_activations(
     unsafe {
         let store = (*innermost).store_context;
         let mut newer = innermost;
-        let mut older = (*innermost).prev;
+        let mut older = (*innermost).prev.get();
         while !older.is_null() {
             if (*older).store_context == store {
                 walk_activation(
@@ -445,7 +564,7 @@ unsafe fn walk_older_activations(
                 );
                 newer = older;
             }
-            older = (*older).prev;
+            older = (*older).prev.get();
         }
     }
 }
@@ -462,7 +581,7 @@ pub fn capture_host_backtrace(store_context: *mut VMStoreContext, max: usize) ->
     // its frame returns); the store context outlives them.
     unsafe {
         while !act.is_null() && (*act).store_context != store_context {
-            act = (*act).prev;
+            act = (*act).prev.get();
         }
         if act.is_null() {
             return out;

@@ -15,7 +15,7 @@
 //! `traphandlers::ACTIVATION`).
 
 use super::super::super::arch;
-use super::super::super::traphandlers::{innermost_activation, unwind_trap};
+use super::super::super::traphandlers::{current_fiber_stack, innermost_activation, unwind_trap};
 use super::mmap::{Mmap, host_page_size};
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::mem::{self, MaybeUninit};
@@ -76,8 +76,37 @@ unsafe extern "C" fn trap_handler(
     // SAFETY: arguments as the kernel passed them.
     unsafe {
         if !handle_trap(signum, info, context) {
+            abort_on_fiber_guard_hit(signum, info);
             chain_to_previous(signum, info, context);
         }
+    }
+}
+
+/// Aborts with a message if the fault hit the guard page of the fiber stack
+/// this thread runs on. Wasm never gets there (its stack limit stays above
+/// the guard); host code called from Wasm that needs more stack than the
+/// fiber has left does, and Rust frames cannot be unwound from a signal
+/// handler, so the process ends, as in upstream Wasmtime.
+///
+/// # Safety
+///
+/// As for [`trap_handler`].
+unsafe fn abort_on_fiber_guard_hit(signum: libc::c_int, info: *mut libc::siginfo_t) {
+    if signum != libc::SIGSEGV && signum != libc::SIGBUS {
+        return;
+    }
+    let (guard_start, bottom) = current_fiber_stack();
+    // SAFETY: for these signals the kernel fills `si_addr`.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    if guard_start == 0 || addr < guard_start || addr >= bottom {
+        return;
+    }
+    const MSG: &[u8] = b"wasmtime: stack overflow on an async fiber stack (host code ran out of \
+`Config::async_stack_size`); aborting\n";
+    // SAFETY: `write` and `abort` are async-signal-safe.
+    unsafe {
+        libc::write(libc::STDERR_FILENO, MSG.as_ptr().cast(), MSG.len());
+        libc::abort();
     }
 }
 
