@@ -323,6 +323,38 @@ fn fuel_and_timeout_interrupt() {
     assert_status(&o, 0);
 }
 
+/// `-W max-memory-size` refuses growth past it (Wasm sees -1), and with
+/// `trap-on-grow-failure` the refusal traps with the limiter's message.
+#[test]
+fn store_limits() {
+    let path = guest("grow.wat");
+    let grow = |flags: &[&str]| {
+        let mut args = flags.to_vec();
+        args.extend(["--invoke", "grow", path.to_str().unwrap(), "5"]);
+        run(&args)
+    };
+    let o = grow(&[]);
+    assert_status(&o, 0);
+    assert_eq!(stdout(&o), "1\n");
+    let o = grow(&["-W", "max-memory-size=131072"]);
+    assert_status(&o, 0);
+    assert_eq!(stdout(&o), "-1\n");
+    let o = grow(&["-Wmax-memory-size=131072,trap-on-grow-failure=y"]);
+    assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("forcing trap when growing memory to 393216 bytes"),
+        "{}",
+        stderr(&o)
+    );
+    let o = grow(&["-W", "max-instances=0"]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).contains("instance count too high"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn unknown_flag() {
     let o = run(&["--bogus-flag", "x.wasm"]);

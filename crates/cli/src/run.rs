@@ -6,7 +6,9 @@ use std::ffi::OsString;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use wasmtime::{Config, Engine, Func, Linker, Module, Store, Val, ValType};
+use wasmtime::{
+    Config, Engine, Func, Linker, Module, Store, StoreLimits, StoreLimitsBuilder, Val, ValType,
+};
 use wasmtime_mmu_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
 /// The settings given to one option group flag (`-W a=1,b`).
@@ -156,6 +158,7 @@ pub struct RunCommand {
 /// What the option groups resolve to.
 struct Resolved {
     config: Config,
+    limits: StoreLimits,
     fuel: Option<u64>,
     timeout: Option<Duration>,
     unknown_exports_allow: Option<bool>,
@@ -193,6 +196,8 @@ fn usize_of(s: &Setting) -> Result<usize> {
 /// The `T` in `Store<T>` for what the CLI runs.
 pub struct Host {
     wasi: WasiCtx,
+    /// The `-W max-*` / `trap-on-grow-failure` limits.
+    limits: StoreLimits,
 }
 
 impl RunCommand {
@@ -232,8 +237,10 @@ impl RunCommand {
         }
 
         let mut config = Config::new();
+        let mut limits = StoreLimitsBuilder::new();
         let mut r = Resolved {
             config: Config::new(),
+            limits: StoreLimits::default(),
             fuel: None,
             timeout: None,
             unknown_exports_allow: None,
@@ -347,6 +354,18 @@ impl RunCommand {
                 (Group::Wasm, "max-wasm-stack") => {
                     config.max_wasm_stack(usize_of(s)?);
                 }
+                (Group::Wasm, "max-memory-size") => {
+                    limits = limits.memory_size(usize_of(s)?);
+                }
+                (Group::Wasm, "max-table-elements") => {
+                    limits = limits.table_elements(usize_of(s)?);
+                }
+                (Group::Wasm, "max-instances") => limits = limits.instances(usize_of(s)?),
+                (Group::Wasm, "max-tables") => limits = limits.tables(usize_of(s)?),
+                (Group::Wasm, "max-memories") => limits = limits.memories(usize_of(s)?),
+                (Group::Wasm, "trap-on-grow-failure") => {
+                    limits = limits.trap_on_grow_failure(on);
+                }
                 (Group::Wasm, "unknown-exports-allow") => r.unknown_exports_allow = Some(on),
                 (Group::Wasm, "unknown-imports-trap") => r.unknown_imports_trap = on,
                 (Group::Wasm, "timeout") => {
@@ -388,6 +407,7 @@ impl RunCommand {
         if let Some(size) = guard_size {
             config.memory_guard_size(size);
         }
+        r.limits = limits.build();
         if r.wasi.cli.is_some() && r.wasi.common.is_some() {
             bail!("The -Scommon option should not be use with -Scli as it is a deprecated alias");
         }
@@ -419,7 +439,9 @@ impl RunCommand {
             linker.allow_unknown_exports(allow);
         }
         let wasi = self.wasi_ctx(&resolved.wasi)?;
-        let mut store = Store::new(&engine, Host { wasi });
+        let limits = resolved.limits.clone();
+        let mut store = Store::new(&engine, Host { wasi, limits });
+        store.limiter(|host| &mut host.limits);
         if resolved.wasi.cli.or(resolved.wasi.common) != Some(false) {
             if resolved.wasi.preview0 != Some(false) {
                 wasmtime_mmu_wasi::p0::add_to_linker_sync(&mut linker, |h: &mut Host| &mut h.wasi)?;

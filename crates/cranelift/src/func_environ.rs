@@ -259,6 +259,7 @@ impl FuncTranslator<'_, '_> {
         let old = self
             .call_builtin(BuiltinFunctionIndex::memory_grow, &[vmctx, mem, delta])
             .expect("memory_grow returns a value");
+        self.trap_if_grow_failed_with_error(old);
         self.b.ins().ireduce(I32, old)
     }
 
@@ -487,7 +488,19 @@ impl FuncTranslator<'_, '_> {
                 &[vmctx, table, delta, init],
             )
             .expect("table_grow returns a value");
+        self.trap_if_grow_failed_with_error(old);
         self.b.ins().ireduce(I32, old)
+    }
+
+    /// A `*_grow` builtin's error (a resource limiter's, left in the store)
+    /// becomes a `HostCallFailed` trap in this function.
+    fn trap_if_grow_failed_with_error(&mut self, old: Value) {
+        let failed = self.b.ins().icmp_imm_s(
+            IntCC::Equal,
+            old,
+            wasmtime_mmu_environ::builtins::GROW_FAILED_WITH_ERROR as i64,
+        );
+        self.b.ins().trapnz(failed, host_call_failed_code());
     }
 
     pub(crate) fn table_fill(&mut self, index: TableIndex, dst: Value, value: Value, len: Value) {

@@ -16,10 +16,18 @@
 //!   executes a trap instruction recorded as
 //!   [`crate::TrapSiteKind::HostCallFailed`], so the error surfaces with a
 //!   backtrace that starts at the calling Wasm function.
-//! * `-> i64` for the `*_grow` builtins: the old size, or `u64::MAX` (-1)
-//!   when growth failed (not a trap).
+//! * `-> i64` for the `*_grow` builtins: the old size; `u64::MAX` (-1)
+//!   when growth was refused (not a trap: Wasm sees -1); or
+//!   [`GROW_FAILED_WITH_ERROR`] (-2) when it failed with an error left in the
+//!   store (a resource limiter's error, e.g. `trap_on_grow_failure`), which
+//!   compiled code turns into a `HostCallFailed` trap.
 //! * `-> i64` for `new_epoch`: the new deadline, or `u64::MAX` when it
 //!   failed, which compiled code turns into a `HostCallFailed` trap.
+
+/// What a `*_grow` builtin returns when the growth failed with an error that
+/// must trap (see the module docs): -2 as a signed value, never a valid old
+/// size (sizes are below 2^32 pages or elements).
+pub const GROW_FAILED_WITH_ERROR: u64 = u64::MAX - 1;
 
 /// Calls `$mac!` with the list of builtins, each written as
 /// `name(param: type, ...) -> ret;` where the return is omitted for `()`.
@@ -27,7 +35,8 @@
 macro_rules! foreach_builtin_function {
     ($mac:ident) => {
         $mac! {
-            /// `memory.grow`: returns the old size in pages or -1.
+            /// `memory.grow`: returns the old size in pages, -1, or
+            /// [`GROW_FAILED_WITH_ERROR`].
             memory_grow(vmctx: vmctx, memory: i32, delta_pages: i64) -> i64;
             /// `memory.fill`; fails with `MemoryOutOfBounds`.
             memory_fill(vmctx: vmctx, memory: i32, dst: i64, value: i32, len: i64) -> bool;
@@ -38,7 +47,8 @@ macro_rules! foreach_builtin_function {
             memory_init(vmctx: vmctx, memory: i32, data: i32, dst: i64, src: i32, len: i32) -> bool;
             /// `data.drop`.
             data_drop(vmctx: vmctx, data: i32);
-            /// `table.grow`: returns the old size or -1.
+            /// `table.grow`: returns the old size, -1, or
+            /// [`GROW_FAILED_WITH_ERROR`].
             table_grow(vmctx: vmctx, table: i32, delta: i64, init: pointer) -> i64;
             /// `table.fill`; fails with `TableOutOfBounds`.
             table_fill(vmctx: vmctx, table: i32, dst: i64, value: pointer, len: i64) -> bool;

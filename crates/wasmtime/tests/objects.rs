@@ -381,6 +381,48 @@ fn store_limits() -> Result<()> {
     Ok(())
 }
 
+/// With `trap_on_grow_failure`, a limiter refusing a Wasm `memory.grow` or
+/// `table.grow` makes the instruction trap with the limiter's error (and a
+/// backtrace pointing at the growing function), and the store stays usable.
+#[test]
+fn store_limits_trap_on_grow_failure() -> Result<()> {
+    let engine = Engine::default();
+    let mut store = Store::new(
+        &engine,
+        StoreLimitsBuilder::new()
+            .memory_size(2 << 16)
+            .table_elements(2)
+            .trap_on_grow_failure(true)
+            .build(),
+    );
+    store.limiter(|limits| limits);
+    let module = Module::new(
+        &engine,
+        r#"(module (memory 1) (table 1 funcref)
+            (func $grow (export "grow") (param i32) (result i32) local.get 0 memory.grow)
+            (func (export "tgrow") (param i32) (result i32) ref.null func local.get 0 table.grow 0))"#,
+    )?;
+    let i = Instance::new(&mut store, &module, &[])?;
+    let grow = i.get_typed_func::<i32, i32>(&mut store, "grow")?;
+    let tgrow = i.get_typed_func::<i32, i32>(&mut store, "tgrow")?;
+    let err = grow.call(&mut store, 5).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("forcing trap when growing memory"),
+        "{err:#}"
+    );
+    let trace = err.downcast_ref::<WasmBacktrace>().expect("a backtrace");
+    assert_eq!(trace.frames()[0].func_index(), 0, "{trace}");
+    let err = tgrow.call(&mut store, 5).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("forcing trap when growing table"),
+        "{err:#}"
+    );
+    // Growth within the limits still works after the traps.
+    assert_eq!(grow.call(&mut store, 1)?, 1);
+    assert_eq!(tgrow.call(&mut store, 1)?, 1);
+    Ok(())
+}
+
 #[test]
 fn epoch_deadline_callback() -> Result<()> {
     let mut config = Config::new();

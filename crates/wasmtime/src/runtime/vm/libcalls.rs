@@ -12,8 +12,10 @@
 //! store and instance through the raw pointers the `vmctx` leads to.
 
 use super::instance::Instance;
+use crate::Result;
 use crate::Trap;
 use crate::runtime::store::{PendingError, StoreOpaque};
+use wasmtime_environ::builtins::GROW_FAILED_WITH_ERROR;
 use wasmtime_environ::{DataIndex, ElemIndex};
 
 macro_rules! builtin_type {
@@ -81,6 +83,25 @@ unsafe fn fail(store: *mut StoreOpaque, trap: Trap) -> bool {
     false
 }
 
+/// The return value of a `*_grow` builtin: the old size, -1 for a refusal,
+/// or `GROW_FAILED_WITH_ERROR` with the error (a resource limiter's) left in
+/// the store for compiled code to trap with.
+///
+/// # Safety
+///
+/// `store` is the calling store, not otherwise borrowed.
+unsafe fn grow_result(store: *mut StoreOpaque, result: Result<Option<u64>>) -> u64 {
+    match result {
+        Ok(Some(old)) => old,
+        Ok(None) => u64::MAX,
+        Err(error) => {
+            // SAFETY: per the contract.
+            unsafe { (*store).set_pending(PendingError::Error(error)) };
+            GROW_FAILED_WITH_ERROR
+        }
+    }
+}
+
 fn in_bounds(start: u64, len: u64, size: u64) -> bool {
     start.checked_add(len).is_some_and(|end| end <= size)
 }
@@ -97,13 +118,8 @@ unsafe extern "C" fn memory_grow(vmctx: *mut u8, memory: u32, delta_pages: u64) 
     unsafe {
         let (instance, store) = parts(vmctx);
         let id = (&(*instance).memories)[memory as usize];
-        // A limiter's error cannot trap here (`memory.grow` has no failure
-        // path but -1), so it counts as a refusal.
-        (*store)
-            .grow_memory(id, delta_pages)
-            .ok()
-            .flatten()
-            .unwrap_or(u64::MAX)
+        let result = (*store).grow_memory(id, delta_pages);
+        grow_result(store, result)
     }
 }
 
@@ -230,11 +246,8 @@ unsafe extern "C" fn table_grow(vmctx: *mut u8, table: u32, delta: u64, init: us
     unsafe {
         let (instance, store) = parts(vmctx);
         let id = (&(*instance).tables)[table as usize];
-        (*store)
-            .grow_table(id, delta, init)
-            .ok()
-            .flatten()
-            .unwrap_or(u64::MAX)
+        let result = (*store).grow_table(id, delta, init);
+        grow_result(store, result)
     }
 }
 
