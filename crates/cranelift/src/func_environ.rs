@@ -265,14 +265,12 @@ impl FuncTranslator<'_, '_> {
 
     pub(crate) fn memory_fill(&mut self, index: MemoryIndex, dst: Value, val: Value, len: Value) {
         self.before_bulk_op(len);
-        let mem = self.b.ins().iconst(I32, i64::from(index.as_u32()));
-        let dst = self.b.ins().uextend(I64, dst);
+        // Bounds-checked here, as upstream does, so that the builtin is a
+        // bare `memset`: no instance or store lookups per call.
         let len = self.b.ins().uextend(I64, len);
+        let dst = self.dynamic_checked_range_addr(index, dst, len);
         let vmctx = self.vmctx;
-        self.call_builtin(
-            BuiltinFunctionIndex::memory_fill,
-            &[vmctx, mem, dst, val, len],
-        );
+        self.call_builtin(BuiltinFunctionIndex::memory_fill, &[vmctx, dst, val, len]);
     }
 
     pub(crate) fn memory_copy(
@@ -288,16 +286,14 @@ impl FuncTranslator<'_, '_> {
             self.inline_memory_copy(dst_mem, src_mem, dst, src, n);
             return;
         }
-        let dst_mem = self.b.ins().iconst(I32, i64::from(dst_mem.as_u32()));
-        let src_mem = self.b.ins().iconst(I32, i64::from(src_mem.as_u32()));
-        let dst = self.b.ins().uextend(I64, dst);
-        let src = self.b.ins().uextend(I64, src);
+        // Both ranges are checked before anything is written, here rather
+        // than in the builtin (a bare `memmove`), as upstream does: programs
+        // that copy often pay for the call, not for lookups behind it.
         let len = self.b.ins().uextend(I64, len);
+        let dst = self.dynamic_checked_range_addr(dst_mem, dst, len);
+        let src = self.dynamic_checked_range_addr(src_mem, src, len);
         let vmctx = self.vmctx;
-        self.call_builtin(
-            BuiltinFunctionIndex::memory_copy,
-            &[vmctx, dst_mem, dst, src_mem, src, len],
-        );
+        self.call_builtin(BuiltinFunctionIndex::memory_copy, &[vmctx, dst, src, len]);
     }
 
     /// `memory.copy` of a small constant length as loads and stores, which
@@ -347,6 +343,21 @@ impl FuncTranslator<'_, '_> {
     fn checked_range_addr(&mut self, mem: MemoryIndex, index: Value, len: u32) -> Value {
         let index = self.b.ins().uextend(I64, index);
         let end = self.b.ins().iadd_imm_s(index, i64::from(len));
+        let bound = self.heap_bound(mem);
+        let oob = self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, bound);
+        self.b
+            .ins()
+            .trapnz(oob, crate::compiler::trap_code(Trap::MemoryOutOfBounds));
+        let base = self.heap_base(mem);
+        self.b.ins().iadd(base, index)
+    }
+
+    /// [`Self::checked_range_addr`] for a length known only at run time
+    /// (an `i64` zero-extended from the Wasm `i32`, so `index + len`
+    /// cannot wrap).
+    fn dynamic_checked_range_addr(&mut self, mem: MemoryIndex, index: Value, len: Value) -> Value {
+        let index = self.b.ins().uextend(I64, index);
+        let end = self.b.ins().iadd(index, len);
         let bound = self.heap_bound(mem);
         let oob = self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, bound);
         self.b
@@ -732,7 +743,9 @@ impl FuncTranslator<'_, '_> {
     pub(crate) fn function_entry(&mut self) {
         if self.cx.tunables.consume_fuel {
             let var = self.b.declare_var(I64);
-            self.fuel = Some(FuelState { var, pending: 0 });
+            // Entering a function costs one unit, as upstream charges it
+            // ("even empty functions should consume at least some fuel").
+            self.fuel = Some(FuelState { var, pending: 1 });
             self.fuel_load();
             self.fuel_check();
         }

@@ -1105,8 +1105,10 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
             let jt = self
                 .b
                 .create_jump_table(JumpTableData::new(default_call, &calls));
-            self.b.ins().br_table(index, jt);
+            // Canonicalizing may emit bitcasts (float vectors to `i8x16`),
+            // which must come before the terminator.
             let args = self.canonical_top(arity);
+            self.b.ins().br_table(index, jt);
             for (depth, block) in order {
                 self.b.switch_to_block(block);
                 self.b.seal_block(block);

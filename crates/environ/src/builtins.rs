@@ -38,11 +38,12 @@ macro_rules! foreach_builtin_function {
             /// `memory.grow`: returns the old size in pages, -1, or
             /// [`GROW_FAILED_WITH_ERROR`].
             memory_grow(vmctx: vmctx, memory: i32, delta_pages: i64) -> i64;
-            /// `memory.fill`; fails with `MemoryOutOfBounds`.
-            memory_fill(vmctx: vmctx, memory: i32, dst: i64, value: i32, len: i64) -> bool;
-            /// `memory.copy` (possibly between two memories); fails with
-            /// `MemoryOutOfBounds`.
-            memory_copy(vmctx: vmctx, dst_memory: i32, dst: i64, src_memory: i32, src: i64, len: i64) -> bool;
+            /// `memory.fill` of native addresses that compiled code has
+            /// bounds-checked: a `memset`.
+            memory_fill(vmctx: vmctx, dst: pointer, value: i32, len: i64);
+            /// `memory.copy` (possibly between two memories) of native
+            /// addresses that compiled code has bounds-checked: a `memmove`.
+            memory_copy(vmctx: vmctx, dst: pointer, src: pointer, len: i64);
             /// `memory.init`; fails with `MemoryOutOfBounds`.
             memory_init(vmctx: vmctx, memory: i32, data: i32, dst: i64, src: i32, len: i32) -> bool;
             /// `data.drop`.

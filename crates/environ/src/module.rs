@@ -238,11 +238,13 @@ macro_rules! defined_index_conversions {
     ($($defined:ident $full:ident $num:ident $to_full:ident $to_defined:ident;)*) => {
         impl ModuleInfo {$(
             /// Converts a defined index to the full index space.
+            #[inline]
             pub fn $to_full(&self, index: $defined) -> $full {
                 $full::new(self.$num as usize + index.index())
             }
 
             /// Converts to a defined index, or `None` for an import.
+            #[inline]
             pub fn $to_defined(&self, index: $full) -> Option<$defined> {
                 index
                     .index()

@@ -350,47 +350,55 @@ impl VMOffsets {
     }
 
     /// Total size in bytes of the `VMContext` (a multiple of 16).
+    #[inline]
     pub fn size(&self) -> u32 {
         self.size
     }
 
     /// Offset of the [`VMMemoryImport`] of imported memory `index`.
+    #[inline]
     pub fn imported_memory(&self, index: MemoryIndex) -> u32 {
         assert!(index.as_u32() < self.num_imported_memories);
         self.imported_memories + index.as_u32() * size_of::<VMMemoryImport>() as u32
     }
 
     /// Offset of the [`VMTableImport`] of imported table `index`.
+    #[inline]
     pub fn imported_table(&self, index: TableIndex) -> u32 {
         assert!(index.as_u32() < self.num_imported_tables);
         self.imported_tables + index.as_u32() * size_of::<VMTableImport>() as u32
     }
 
     /// Offset of the [`VMGlobalImport`] of imported global `index`.
+    #[inline]
     pub fn imported_global(&self, index: GlobalIndex) -> u32 {
         assert!(index.as_u32() < self.num_imported_globals);
         self.imported_globals + index.as_u32() * size_of::<VMGlobalImport>() as u32
     }
 
     /// Offset of the [`VMMemoryDefinition`] of defined memory `index`.
+    #[inline]
     pub fn defined_memory(&self, index: DefinedMemoryIndex) -> u32 {
         assert!(index.as_u32() < self.num_defined_memories);
         self.defined_memories + index.as_u32() * size_of::<VMMemoryDefinition>() as u32
     }
 
     /// Offset of the [`VMTableDefinition`] of defined table `index`.
+    #[inline]
     pub fn defined_table(&self, index: DefinedTableIndex) -> u32 {
         assert!(index.as_u32() < self.num_defined_tables);
         self.defined_tables + index.as_u32() * size_of::<VMTableDefinition>() as u32
     }
 
     /// Offset of the [`VMGlobalDefinition`] of defined global `index`.
+    #[inline]
     pub fn defined_global(&self, index: DefinedGlobalIndex) -> u32 {
         assert!(index.as_u32() < self.num_defined_globals);
         self.defined_globals + index.as_u32() * size_of::<VMGlobalDefinition>() as u32
     }
 
     /// Offset of the [`VMFuncRef`] of function `index` (imported or defined).
+    #[inline]
     pub fn func_ref(&self, index: FuncIndex) -> u32 {
         assert!(index.as_u32() < self.num_funcs);
         self.func_refs + index.as_u32() * size_of::<VMFuncRef>() as u32

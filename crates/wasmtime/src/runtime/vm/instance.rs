@@ -173,6 +173,20 @@ impl Instance {
         self.at(self.module.offsets().defined_memory(index))
     }
 
+    /// The definition compiled code reads for memory `index`, defined here
+    /// or imported. The bulk-memory builtins read base and length from it,
+    /// as compiled code does: it sits in the `VMContext` that the caller
+    /// has just used, so this is cheaper than going through the store.
+    pub fn memory_definition_of(&self, index: MemoryIndex) -> *mut VMMemoryDefinition {
+        match self.module.info().defined_memory_index(index) {
+            Some(defined) => self.memory_definition(defined),
+            // SAFETY: the import slot was filled at instantiation with the
+            // exporter's definition, which outlives this instance (the store
+            // keeps both).
+            None => unsafe { (*self.imported_memory(index)).from },
+        }
+    }
+
     /// The definition of defined table `index`.
     pub fn table_definition(&self, index: DefinedTableIndex) -> *mut VMTableDefinition {
         self.at(self.module.offsets().defined_table(index))

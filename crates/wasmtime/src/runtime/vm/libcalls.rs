@@ -16,7 +16,7 @@ use crate::Result;
 use crate::Trap;
 use crate::runtime::store::{PendingError, StoreOpaque};
 use wasmtime_environ::builtins::GROW_FAILED_WITH_ERROR;
-use wasmtime_environ::{DataIndex, ElemIndex};
+use wasmtime_environ::{DataIndex, ElemIndex, MemoryIndex};
 
 macro_rules! builtin_type {
     (vmctx) => { *mut u8 };
@@ -127,61 +127,23 @@ unsafe extern "C" fn memory_grow(vmctx: *mut u8, memory: u32, delta_pages: u64) 
 ///
 /// # Safety
 ///
-/// Only compiled code calls this, with its own instance `vmctx` and
-/// validated indices.
-unsafe extern "C" fn memory_fill(
-    vmctx: *mut u8,
-    memory: u32,
-    dst: u64,
-    value: u32,
-    len: u64,
-) -> bool {
-    // SAFETY: as for `memory_grow`; the range is bounds-checked.
-    unsafe {
-        let (instance, store) = parts(vmctx);
-        let id = (&(*instance).memories)[memory as usize];
-        let m = &(&(*store).memories)[id];
-        if !in_bounds(dst, len, m.byte_size() as u64) {
-            return fail(store, Trap::MemoryOutOfBounds);
-        }
-        std::ptr::write_bytes(m.base().add(dst as usize), value as u8, len as usize);
-        true
-    }
+/// Only compiled code calls this, with `[dst, dst + len)` inside a linear
+/// memory (it has bounds-checked the range).
+unsafe extern "C" fn memory_fill(_vmctx: *mut u8, dst: usize, value: u32, len: u64) {
+    // SAFETY: per the contract, the range is inside a live linear memory.
+    unsafe { std::ptr::write_bytes(dst as *mut u8, value as u8, len as usize) }
 }
 
 /// `memory.copy`.
 ///
 /// # Safety
 ///
-/// Only compiled code calls this, with its own instance `vmctx` and
-/// validated indices.
-unsafe extern "C" fn memory_copy(
-    vmctx: *mut u8,
-    dst_memory: u32,
-    dst: u64,
-    src_memory: u32,
-    src: u64,
-    len: u64,
-) -> bool {
-    // SAFETY: as for `memory_grow`; both ranges are bounds-checked and
-    // `copy` allows overlap.
-    unsafe {
-        let (instance, store) = parts(vmctx);
-        let dst_id = (&(*instance).memories)[dst_memory as usize];
-        let src_id = (&(*instance).memories)[src_memory as usize];
-        let memories = &(*store).memories;
-        let (d, s) = (&memories[dst_id], &memories[src_id]);
-        if !in_bounds(dst, len, d.byte_size() as u64) || !in_bounds(src, len, s.byte_size() as u64)
-        {
-            return fail(store, Trap::MemoryOutOfBounds);
-        }
-        std::ptr::copy(
-            s.base().add(src as usize),
-            d.base().add(dst as usize),
-            len as usize,
-        );
-        true
-    }
+/// Only compiled code calls this, with `[dst, dst + len)` and
+/// `[src, src + len)` inside linear memories (it has bounds-checked both).
+unsafe extern "C" fn memory_copy(_vmctx: *mut u8, dst: usize, src: usize, len: u64) {
+    // SAFETY: per the contract, both ranges are inside live linear
+    // memories; `copy` allows them to overlap.
+    unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len as usize) }
 }
 
 /// `memory.init`.
@@ -201,17 +163,16 @@ unsafe extern "C" fn memory_init(
     // SAFETY: as for `memory_grow`; both ranges are bounds-checked.
     unsafe {
         let (instance, store) = parts(vmctx);
-        let id = (&(*instance).memories)[memory as usize];
-        let m = &(&(*store).memories)[id];
+        let m = &*(*instance).memory_definition_of(MemoryIndex::from_u32(memory));
         let bytes = (*instance).data_bytes(DataIndex::from_u32(data));
         if !in_bounds(u64::from(src), u64::from(len), bytes.len() as u64)
-            || !in_bounds(dst, u64::from(len), m.byte_size() as u64)
+            || !in_bounds(dst, u64::from(len), m.current_length as u64)
         {
             return fail(store, Trap::MemoryOutOfBounds);
         }
         std::ptr::copy_nonoverlapping(
             bytes.as_ptr().add(src as usize),
-            m.base().add(dst as usize),
+            m.base.add(dst as usize),
             len as usize,
         );
         true
