@@ -38,7 +38,7 @@ pub fn run(options: &Options) -> Result<()> {
         }
         // Alternate engines and modes within every round.
         let mut samples: [[Vec<Duration>; 3]; 2] = Default::default();
-        for _ in 0..options.runs {
+        for _ in 0..options.runs(7) {
             for (m, pair) in runners.iter_mut().enumerate() {
                 for (e, runner) in pair.iter_mut().enumerate() {
                     samples[e][m].push(time(runner.as_mut(), kernel.arg)?.0);

@@ -125,7 +125,7 @@ pub fn run(options: &Options) -> Result<()> {
             bail!("{}: ours returned {got}, upstream {expected}", kernel.name);
         }
         let (mut ours_times, mut their_times) = (Vec::new(), Vec::new());
-        for _ in 0..options.runs {
+        for _ in 0..options.runs(7) {
             ours_times.push(time(&mut ours, kernel.arg)?.0);
             their_times.push(time(&mut theirs, kernel.arg)?.0);
         }

@@ -5,62 +5,117 @@
 //! cargo run --release -p wasmtime-mmu-benches -- kernels [--runs N] [--filter NAME]
 //! cargo run --release -p wasmtime-mmu-benches -- interrupt-overhead [--runs N] [--filter NAME]
 //! cargo run --release -p wasmtime-mmu-benches -- stacks [--runs N]
+//! cargo run --release -p wasmtime-mmu-benches -- sightglass [--benchmarks DIR] [--runs N] [--quick] [--filter NAME] [--mode plain|epochs|fuel|all] [--engine ours|upstream]
 //! ```
 
 mod interrupt;
 mod kernels;
 mod modes;
+mod sightglass;
 mod stacks;
 mod stats;
 
 use anyhow::{Result, bail};
+use modes::Mode;
+use std::path::PathBuf;
 
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let Some(command) = args.next() else {
-        bail!("usage: bench kernels|interrupt-overhead|stacks [--runs N] [--filter NAME]");
+        bail!(
+            "usage: bench kernels|interrupt-overhead|stacks|sightglass [--runs N] [--filter NAME] \
+             [--benchmarks DIR] [--quick] [--mode plain|epochs|fuel|all] [--engine ours|upstream]"
+        );
     };
     let options = Options::parse(args)?;
     match command.as_str() {
         "kernels" => kernels::run(&options),
         "interrupt-overhead" => interrupt::run(&options),
         "stacks" => stacks::run(&options),
+        "sightglass" => sightglass::run(&options),
         other => bail!(
-            "unknown benchmark suite `{other}` (expected `kernels`, `interrupt-overhead` or `stacks`)"
+            "unknown benchmark suite `{other}` \
+             (expected `kernels`, `interrupt-overhead`, `stacks` or `sightglass`)"
         ),
     }
 }
 
 /// Command-line options shared by the suites.
 pub struct Options {
-    /// Timed runs per engine and program (the median is reported).
-    pub runs: usize,
+    /// Timed runs per engine and program (the median is reported), if
+    /// given; each suite has its own default (see [`Options::runs`]).
+    runs: Option<usize>,
     /// Only programs whose name contains this.
     pub filter: Option<String>,
+    /// `sightglass`: the benchmarks folder (default `../shared/benchmarks`
+    /// next to the repository, or `$SIGHTGLASS_BENCHMARKS`).
+    pub benchmarks: Option<PathBuf>,
+    /// `sightglass`: the CI smoke (3 runs of a handful of fast programs).
+    pub quick: bool,
+    /// `sightglass`: the instrumentation modes to measure besides plain
+    /// (`--mode`); empty means plain only.
+    pub modes: Vec<Mode>,
+    /// `sightglass`: run only this engine (`ours` or `upstream`), e.g. under
+    /// a profiler.
+    pub engine: Option<String>,
 }
 
 impl Options {
     fn parse(mut args: impl Iterator<Item = String>) -> Result<Options> {
         let mut options = Options {
-            runs: 7,
+            runs: None,
             filter: None,
+            benchmarks: None,
+            quick: false,
+            modes: Vec::new(),
+            engine: None,
         };
         while let Some(arg) = args.next() {
             match arg.as_str() {
                 "--runs" => {
                     let value = args.next().unwrap_or_default();
-                    options.runs = value
+                    let runs: usize = value
                         .parse()
                         .map_err(|_| anyhow::anyhow!("--runs needs a number, got `{value}`"))?;
-                    if options.runs == 0 {
+                    if runs == 0 {
                         bail!("--runs must be at least 1");
                     }
+                    options.runs = Some(runs);
                 }
                 "--filter" => options.filter = args.next(),
+                "--benchmarks" => {
+                    let Some(dir) = args.next() else {
+                        bail!("--benchmarks needs a folder");
+                    };
+                    options.benchmarks = Some(PathBuf::from(dir));
+                }
+                "--quick" => options.quick = true,
+                "--engine" => {
+                    let value = args.next().unwrap_or_default();
+                    if !["ours", "upstream"].contains(&value.as_str()) {
+                        bail!("--engine needs ours or upstream, got `{value}`");
+                    }
+                    options.engine = Some(value);
+                }
+                "--mode" => {
+                    let value = args.next().unwrap_or_default();
+                    options.modes = match value.as_str() {
+                        "plain" => Vec::new(),
+                        "epoch" | "epochs" => vec![Mode::Epoch],
+                        "fuel" => vec![Mode::Fuel],
+                        "all" => vec![Mode::Epoch, Mode::Fuel],
+                        _ => bail!("--mode needs plain, epochs, fuel or all, got `{value}`"),
+                    };
+                }
                 other => bail!("unknown option `{other}`"),
             }
         }
         Ok(options)
+    }
+
+    /// Timed runs: `--runs`, else the suite's `default`.
+    pub fn runs(&self, default: usize) -> usize {
+        self.runs.unwrap_or(default)
     }
 
     /// Whether the program `name` is selected.

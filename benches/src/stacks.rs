@@ -155,7 +155,7 @@ fn us(d: Duration) -> String {
 
 /// Runs the suite and prints a markdown table of medians.
 pub fn run(options: &Options) -> Result<()> {
-    let rounds = options.runs.max(11);
+    let rounds = options.runs(7).max(11);
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         a.push(ours::sample()?);
