@@ -23,24 +23,16 @@
 //! (e.g. `-Wtimeout=100s` to run everything with epoch interruption). The last line is `sightglass: P passed, F failed, S
 //! skipped`; the test fails if F > 0.
 
+#[path = "sightglass/manifest.rs"]
+mod manifest;
+
+use manifest::{compare, expected, skip_reason};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-
-/// Proposals that are part of WebAssembly 2.0 (as the manifest names them).
-const WASM2: &[&str] = &[
-    "simd",
-    "bulk-memory",
-    "sign-extension",
-    "saturating-float-to-int",
-    "reference-types",
-    "reference-types(call_indirect table-index LEB only)",
-    "multi-value",
-    "mutable-global",
-];
 
 /// Longest a single module may run.
 const TIMEOUT: Duration = Duration::from_secs(600);
@@ -75,92 +67,6 @@ fn extra_flags() -> Vec<String> {
         .split_whitespace()
         .map(str::to_string)
         .collect()
-}
-
-fn skip_reason(entry: &Value) -> Option<String> {
-    if entry["kind"].as_str() != Some("core-module") {
-        return Some(format!(
-            "a {} (this engine runs core modules only)",
-            entry["kind"].as_str().unwrap_or("non-core module")
-        ));
-    }
-    let foreign: Vec<String> = entry["imports"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|i| i["module"].as_str())
-        .filter(|m| !["bench", "wasi_snapshot_preview1"].contains(m))
-        .map(str::to_string)
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    if !foreign.is_empty() {
-        return Some(format!(
-            "imports {} (e.g. wasi-nn), which this runtime does not provide",
-            foreign.join(", ")
-        ));
-    }
-    let beyond: Vec<&str> = entry["features_needed"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .filter(|f| !WASM2.contains(f))
-        .collect();
-    if !beyond.is_empty() {
-        return Some(format!(
-            "needs {} (beyond WebAssembly 2.0, not supported)",
-            beyond.join(", ")
-        ));
-    }
-    None
-}
-
-/// The expected output file for `stream` ("stdout"/"stderr") of `wasm`.
-fn expected(wasm: &Path, stream: &str) -> Option<PathBuf> {
-    let dir = wasm.parent()?;
-    let stem = wasm.file_stem()?.to_str()?;
-    [
-        dir.join(format!("{stem}.{stream}.expected")),
-        dir.join(format!("default.{stream}.expected")),
-    ]
-    .into_iter()
-    .find(|p| p.exists())
-}
-
-/// Compares line by line, as Sightglass does (so `\r\n` and a missing final
-/// newline do not matter). Returns a description of the first difference.
-fn compare(stream: &str, actual: &[u8], expected_file: &Path) -> Result<(), String> {
-    let expected = std::fs::read(expected_file)
-        .map_err(|e| format!("cannot read {}: {e}", expected_file.display()))?;
-    let actual = String::from_utf8_lossy(actual);
-    let expected = String::from_utf8_lossy(&expected);
-    let (a, e): (Vec<&str>, Vec<&str>) = (actual.lines().collect(), expected.lines().collect());
-    if a == e {
-        return Ok(());
-    }
-    let line = a
-        .iter()
-        .zip(&e)
-        .position(|(x, y)| x != y)
-        .unwrap_or(a.len().min(e.len()));
-    let show = |v: &[&str]| {
-        v.get(line)
-            .map(|l| format!("{:?}", l.chars().take(120).collect::<String>()))
-            .unwrap_or_else(|| "<end of output>".into())
-    };
-    Err(format!(
-        "{stream} differs from {} at line {}: got {}, expected {} ({} vs {} lines)",
-        expected_file
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy(),
-        line + 1,
-        show(&a),
-        show(&e),
-        a.len(),
-        e.len()
-    ))
 }
 
 fn run_case(root: &Path, stub: &Path, case: &Case) -> Outcome {

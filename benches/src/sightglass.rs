@@ -23,9 +23,12 @@
 //! overhead over its own plain run.
 
 use crate::Options;
+#[path = "../../tests/sightglass/manifest.rs"]
+mod manifest;
 use crate::modes::Mode;
 use crate::stats::{geomean, median, ms, ratio};
 use anyhow::{Context, Result, bail};
+use manifest::{compare, expected, skip_reason};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,18 +45,6 @@ const QUICK_RUNS: usize = 3;
 /// Below this median execution time (in both engines) the execution ratio
 /// is timer noise: shown, but left out of the geometric mean.
 const NOISE_FLOOR: Duration = Duration::from_micros(50);
-
-/// Proposals that are part of WebAssembly 2.0 (as the manifest names them).
-const WASM2: &[&str] = &[
-    "simd",
-    "bulk-memory",
-    "sign-extension",
-    "saturating-float-to-int",
-    "reference-types",
-    "reference-types(call_indirect table-index LEB only)",
-    "multi-value",
-    "mutable-global",
-];
 
 /// The `random_get` source of both engines: the same fixed stream in every
 /// iteration, so that programs whose work depends on random input (the
@@ -527,41 +518,6 @@ fn benchmarks_dir(options: &Options) -> PathBuf {
     }
 }
 
-/// Why a manifest entry is not run, if it is not.
-fn skip_reason(entry: &Value) -> Option<String> {
-    if entry["kind"].as_str() != Some("core-module") {
-        return Some(format!(
-            "a {} (core modules only)",
-            entry["kind"].as_str().unwrap_or("non-core module")
-        ));
-    }
-    let foreign: std::collections::BTreeSet<&str> = entry["imports"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|i| i["module"].as_str())
-        .filter(|m| !["bench", "wasi_snapshot_preview1"].contains(m))
-        .collect();
-    if !foreign.is_empty() {
-        let list: Vec<&str> = foreign.into_iter().collect();
-        return Some(format!("imports {} (wasi-nn)", list.join(", ")));
-    }
-    let beyond: Vec<&str> = entry["features_needed"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .filter(|f| !WASM2.contains(f))
-        .collect();
-    if !beyond.is_empty() {
-        return Some(format!(
-            "needs {} (beyond WebAssembly 2.0)",
-            beyond.join(", ")
-        ));
-    }
-    None
-}
-
 fn program_name(path: &Path) -> String {
     let stem = path.file_stem().unwrap_or_default().to_string_lossy();
     if stem == "benchmark" {
@@ -572,39 +528,17 @@ fn program_name(path: &Path) -> String {
     }
 }
 
-/// The expected output file for `stream` ("stdout"/"stderr") of `wasm`.
-fn expected(wasm: &Path, stream: &str) -> Option<PathBuf> {
-    let dir = wasm.parent()?;
-    let stem = wasm.file_stem()?.to_str()?;
-    [
-        dir.join(format!("{stem}.{stream}.expected")),
-        dir.join(format!("default.{stream}.expected")),
-    ]
-    .into_iter()
-    .find(|p| p.exists())
-}
-
-/// Expected stdout and stderr lines (`None`: not checked).
+/// The expected stdout and stderr files (`None`: not checked).
 struct Expected {
-    stdout: Option<String>,
-    stderr: Option<String>,
+    stdout: Option<PathBuf>,
+    stderr: Option<PathBuf>,
 }
 
 impl Expected {
     fn load(wasm: &Path) -> Result<Expected> {
-        let read = |stream| -> Result<Option<String>> {
-            match expected(wasm, stream) {
-                Some(p) => {
-                    let bytes =
-                        std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?;
-                    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
-                }
-                None => Ok(None),
-            }
-        };
         Ok(Expected {
-            stdout: read("stdout")?,
-            stderr: read("stderr")?,
+            stdout: expected(wasm, "stdout"),
+            stderr: expected(wasm, "stderr"),
         })
     }
 
@@ -614,20 +548,8 @@ impl Expected {
             ("stdout", &sample.stdout, &self.stdout),
             ("stderr", &sample.stderr, &self.stderr),
         ] {
-            let Some(expected) = expected else { continue };
-            let actual = String::from_utf8_lossy(actual);
-            if !actual.lines().eq(expected.lines()) {
-                let line = actual
-                    .lines()
-                    .zip(expected.lines())
-                    .position(|(a, e)| a != e)
-                    .unwrap_or(actual.lines().count().min(expected.lines().count()));
-                bail!(
-                    "{stream} differs from the expected output at line {} ({} vs {} lines)",
-                    line + 1,
-                    actual.lines().count(),
-                    expected.lines().count()
-                );
+            if let Some(expected) = expected {
+                compare(stream, actual, expected).map_err(anyhow::Error::msg)?;
             }
         }
         Ok(())

@@ -341,20 +341,13 @@ impl FuncTranslator<'_, '_> {
     /// The native address of `[index, index + len)` in memory `mem`, trapping
     /// with `MemoryOutOfBounds` unless the whole range is in bounds.
     fn checked_range_addr(&mut self, mem: MemoryIndex, index: Value, len: u32) -> Value {
-        let index = self.b.ins().uextend(I64, index);
-        let end = self.b.ins().iadd_imm_s(index, i64::from(len));
-        let bound = self.heap_bound(mem);
-        let oob = self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, bound);
-        self.b
-            .ins()
-            .trapnz(oob, crate::compiler::trap_code(Trap::MemoryOutOfBounds));
-        let base = self.heap_base(mem);
-        self.b.ins().iadd(base, index)
+        let len = self.b.ins().iconst(I64, i64::from(len));
+        self.dynamic_checked_range_addr(mem, index, len)
     }
 
-    /// [`Self::checked_range_addr`] for a length known only at run time
-    /// (an `i64` zero-extended from the Wasm `i32`, so `index + len`
-    /// cannot wrap).
+    /// [`Self::checked_range_addr`] for a length known only at run time:
+    /// an `i64` zero-extended from the Wasm `i32`, so `index + len` cannot
+    /// wrap.
     fn dynamic_checked_range_addr(&mut self, mem: MemoryIndex, index: Value, len: Value) -> Value {
         let index = self.b.ins().uextend(I64, index);
         let end = self.b.ins().iadd(index, len);
