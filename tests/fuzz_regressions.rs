@@ -84,3 +84,19 @@ fn fuel_charged_per_function_entry() -> wasmtime::Result<()> {
     }
     Ok(())
 }
+
+/// Finding 3 (`compile`, in the CI smoke run): a function import of kind
+/// `0x20` ("exact", from the custom-descriptors proposal) passes
+/// wasmparser 0.254's validation even with the proposal off; upstream 48
+/// rejects it ("custom-descriptors proposal not implemented yet"), ours
+/// took it as a plain function import. Now ours rejects it too.
+#[test]
+fn exact_function_import_is_rejected() {
+    // (type (func (param f32))) (import "te?t" "func-f32" (func exact (type 0)))
+    let wasm = b"\0asm\x01\0\0\0\x01\x05\x01\x60\x01\x7d\0\x02\x11\x01\x04te?t\x08func-f32\x20\0";
+    let err = Module::new(&Engine::default(), wasm).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("custom-descriptors"),
+        "unexpected error: {err:#}"
+    );
+}

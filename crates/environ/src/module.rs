@@ -382,7 +382,12 @@ impl<'a> ModuleTranslation<'a> {
                 for import in imports.into_imports() {
                     let import = import?;
                     let (index, ty) = match import.ty {
-                        TypeRef::Func(ty) | TypeRef::FuncExact(ty) => {
+                        // wasmparser 0.254 validates exact imports without
+                        // the proposal enabled; reject them as upstream does.
+                        TypeRef::FuncExact(_) => bail!(
+                            "exact function imports (the custom-descriptors proposal) are not supported"
+                        ),
+                        TypeRef::Func(ty) => {
                             let ty = TypeIndex::from_u32(ty);
                             m.num_imported_funcs += 1;
                             (
