@@ -1,0 +1,268 @@
+//! Runs a module in ours and in upstream Wasmtime 48 and compares
+//! everything observable: instantiation, every call's results or trap,
+//! and after each step the exported memories, globals and tables.
+//!
+//! Upstream runs each step first, with fuel as its bound; when it runs out
+//! the input ends there (`skip_upstream_out_of_fuel`), so ours only runs
+//! steps that terminate. Our configuration is drawn from the input (see
+//! `config.rs`); when one of its interruption knobs cuts a step short, the
+//! input ends there too (`skip_ours_*`). A stack overflow must happen in
+//! both, but ends the input as well (`stop_after_stack_overflow`): the
+//! depth at which it happens is the engine's to choose. See `dump` for
+//! writing out the module of an input.
+
+#![no_main]
+
+use arbitrary::Result;
+use libfuzzer_sys::fuzz_target;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+use wasmtime_mmu_fuzz::compare::{outcomes_match, snapshots_match};
+use wasmtime_mmu_fuzz::config::{Epochs, Fuel, OursConfig, UPSTREAM_FUEL};
+use wasmtime_mmu_fuzz::engines::{ours, ours_compile, ours_engine, upstream, upstream_engine};
+use wasmtime_mmu_fuzz::generate::{Purpose, module_and_rest};
+use wasmtime_mmu_fuzz::stats;
+use wasmtime_mmu_fuzz::value::{Outcome, Value};
+
+fuzz_target!(|data: &[u8]| {
+    let _ = run(data);
+    stats::exec_done();
+});
+
+fn run(data: &[u8]) -> Result<()> {
+    let Some((wasm, mut u)) = module_and_rest(data, Purpose::Differential) else {
+        stats::bump("skip_no_module");
+        return Ok(());
+    };
+    dump(&wasm, &u);
+    let config = OursConfig::arbitrary(&mut u)?;
+    let host_fail_one_in = *u.choose(&[0, 0, 0, 3, 61, 1])?;
+    let context = format!("config: {config:?}\nhost_fail_one_in: {host_fail_one_in}");
+
+    let up_engine = upstream_engine();
+    let our_engine = ours_engine(&config);
+    let Some(ours_compiled) = ours_compile(&our_engine, &wasm) else {
+        return Ok(());
+    };
+    let (up_module, our_module) = match (upstream::compile(up_engine, &wasm), ours_compiled) {
+        (Ok(up), Ok(ours)) => (up, ours),
+        (Err(_), Err(_)) => {
+            stats::bump("skip_invalid_module_both");
+            return Ok(());
+        }
+        (up, ours) => panic!(
+            "validity differs\n{context}\nours: {:?}\nupstream: {:?}",
+            ours.err(),
+            up.err()
+        ),
+    };
+    stats::bump("modules_compiled");
+
+    let mut up_store = upstream::new_store(up_engine, host_fail_one_in);
+    let mut our_store = ours::new_store(&our_engine, host_fail_one_in);
+    let mut interrupts = OursInterrupts::new(&config, &mut our_store);
+
+    up_store.set_fuel(UPSTREAM_FUEL).unwrap();
+    let up_instance = upstream::instantiate(&mut up_store, &up_module);
+    if let Err(Outcome::Trap(t)) = &up_instance
+        && t == "OutOfFuel"
+    {
+        stats::bump("skip_upstream_out_of_fuel");
+        return Ok(());
+    }
+    let our_instance = interrupts.around(&mut our_store, |s| ours::instantiate(s, &our_module));
+    let (up_instance, our_instance) = match (up_instance, our_instance) {
+        (Ok(up), Ok(ours)) => (up, ours),
+        (Err(up), Err(ours)) => {
+            if interrupts.cut_short(&ours) {
+                return Ok(());
+            }
+            if let Err(diff) = outcomes_match(&ours, &up) {
+                panic!("instantiation differs\n{context}\n{diff}");
+            }
+            stats::bump("instantiation_failed_both");
+            return Ok(());
+        }
+        (up, ours) => {
+            if let Err(ours) = &ours
+                && interrupts.cut_short(ours)
+            {
+                return Ok(());
+            }
+            panic!(
+                "instantiation differs\n{context}\nours: {:?}\nupstream: {:?}",
+                ours.err(),
+                up.err()
+            )
+        }
+    };
+    let compare_state = |up_store: &mut _, our_store: &mut _, what: &str| {
+        let up = upstream::snapshot(up_store, &up_module, &up_instance);
+        let ours = ours::snapshot(our_store, &our_module, &our_instance);
+        if let Err(diff) = snapshots_match(&ours, &up) {
+            panic!("state after {what} differs\n{context}\n{diff}");
+        }
+    };
+    compare_state(&mut up_store, &mut our_store, "instantiation");
+    stats::bump("instantiations_compared");
+
+    let exports = upstream::exported_funcs(&up_module);
+    if exports.is_empty() {
+        return Ok(());
+    }
+    let calls = u.int_in_range(1..=16)?;
+    for _ in 0..calls {
+        let (name, kinds) = &exports[u.choose_index(exports.len())?];
+        let args = kinds
+            .iter()
+            .map(|k| Value::arbitrary(&mut u, *k))
+            .collect::<Result<Vec<_>>>()?;
+
+        up_store.set_fuel(UPSTREAM_FUEL).unwrap();
+        let up = upstream::call(&mut up_store, &up_instance, name, &args);
+        if up.trap_name() == Some("OutOfFuel") {
+            stats::bump("skip_upstream_out_of_fuel");
+            return Ok(());
+        }
+        let up_fuel_used = UPSTREAM_FUEL - up_store.get_fuel().unwrap();
+
+        let ours = interrupts.around(&mut our_store, |s| {
+            ours::call(s, &our_instance, name, &args)
+        });
+        if interrupts.cut_short(&ours) {
+            return Ok(());
+        }
+        if let Err(diff) = outcomes_match(&ours, &up) {
+            panic!("call {name:?}{args:?} differs\n{context}\n{diff}");
+        }
+        if up.trap_name() == Some("StackOverflow") {
+            // How deep recursion gets before the stack runs out depends on
+            // frame sizes, which differ between the engines: so do the
+            // side effects made before the overflow. Nothing after it is
+            // comparable.
+            stats::bump("stop_after_stack_overflow");
+            return Ok(());
+        }
+        if let Some(given) = interrupts.fuel_given {
+            // Fuel used is observable (`Store::get_fuel`) and must match
+            // upstream's (finding 2 in docs/fuzzing.md was a difference).
+            let used = given - our_store.get_fuel().unwrap();
+            if std::env::var_os("FUZZ_VERBOSE").is_some() {
+                eprintln!("fuel used by {name:?}: ours {used}, upstream {up_fuel_used}");
+            }
+            assert_eq!(
+                used, up_fuel_used,
+                "fuel used by {name:?}{args:?} differs (ours, upstream)\n{context}"
+            );
+            stats::bump("fuel_used_equal");
+        }
+        compare_state(
+            &mut up_store,
+            &mut our_store,
+            &format!("call {name:?}{args:?} (which gave {up:?} in both)"),
+        );
+        stats::bump("calls_compared");
+    }
+    stats::bump("inputs_compared_to_the_end");
+    Ok(())
+}
+
+/// With `FUZZ_DUMP_WASM=path`, writes the module; with
+/// `FUZZ_DUMP_DATA=path`, the data after it, which `corpus-seed input`
+/// appends to an edited module to rerun an input with the same
+/// configuration and arguments (how findings are minimized).
+fn dump(wasm: &[u8], u: &arbitrary::Unstructured<'_>) {
+    if let Ok(path) = std::env::var("FUZZ_DUMP_WASM") {
+        std::fs::write(path, wasm).unwrap();
+    }
+    if let Ok(path) = std::env::var("FUZZ_DUMP_DATA") {
+        std::fs::write(path, u.peek_bytes(u.len()).unwrap()).unwrap();
+    }
+}
+
+/// Ours' interruption knobs applied around each step.
+struct OursInterrupts {
+    epochs: Epochs,
+    fuel_given: Option<u64>,
+    engine: wasmtime::Engine,
+}
+
+impl OursInterrupts {
+    fn new(config: &OursConfig, store: &mut wasmtime::Store<ours::Host>) -> Self {
+        match config.epochs {
+            Epochs::Off => {}
+            Epochs::Far => store.set_epoch_deadline(u64::MAX / 2),
+            Epochs::Timer { .. } => {}
+            Epochs::AfterChecks { checks } => {
+                // The deadline stays reached (`Continue(0)`), so every epoch
+                // check point calls back; the `checks`-th interrupts.
+                let left = Arc::new(AtomicU32::new(checks));
+                store.epoch_deadline_callback(move |_| {
+                    Ok(
+                        match left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                            n.checked_sub(1)
+                        }) {
+                            Ok(_) => wasmtime::UpdateDeadline::Continue(0),
+                            Err(_) => wasmtime::UpdateDeadline::Interrupt,
+                        },
+                    )
+                });
+                store.set_epoch_deadline(0);
+            }
+        }
+        let fuel_given = match config.fuel {
+            Fuel::Off => None,
+            Fuel::Ample { factor } => Some(UPSTREAM_FUEL * u64::from(factor)),
+        };
+        OursInterrupts {
+            epochs: config.epochs,
+            fuel_given,
+            engine: store.engine().clone(),
+        }
+    }
+
+    /// Runs `f` with fresh fuel and, for the timer knob, a thread that ticks
+    /// the epoch once after the delay.
+    fn around<R>(
+        &mut self,
+        store: &mut wasmtime::Store<ours::Host>,
+        f: impl FnOnce(&mut wasmtime::Store<ours::Host>) -> R,
+    ) -> R {
+        if let Some(fuel) = self.fuel_given {
+            store.set_fuel(fuel).unwrap();
+        }
+        let Epochs::Timer { delay_us } = self.epochs else {
+            return f(store);
+        };
+        store.set_epoch_deadline(1);
+        let engine = self.engine.clone();
+        let ticker = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_micros(u64::from(delay_us)));
+            engine.increment_epoch();
+        });
+        let r = f(store);
+        ticker.join().unwrap();
+        r
+    }
+
+    /// Whether `outcome` is ours stopping on one of its own knobs, which
+    /// ends the comparison (counted as a skip).
+    fn cut_short(&self, outcome: &Outcome) -> bool {
+        match outcome.trap_name() {
+            Some("Interrupt") if matches!(self.epochs, Epochs::Timer { .. }) => {
+                stats::bump("skip_ours_interrupted_timer");
+                true
+            }
+            Some("Interrupt") if matches!(self.epochs, Epochs::AfterChecks { .. }) => {
+                stats::bump("skip_ours_interrupted_after_checks");
+                true
+            }
+            Some("OutOfFuel") if self.fuel_given.is_some() => {
+                stats::bump("skip_ours_out_of_fuel");
+                true
+            }
+            _ => false,
+        }
+    }
+}

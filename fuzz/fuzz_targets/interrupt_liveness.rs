@@ -1,0 +1,249 @@
+//! Modules that never terminate (every function body wrapped in an endless
+//! loop, see `liveness.rs`) must be stopped by every interruption mode:
+//!
+//! * `Epoch`: `set_epoch_deadline(1)`, a thread ticks the epoch every
+//!   timeout; the run must end in `Trap::Interrupt`;
+//! * `EpochCallback`: the same ticks, and a deadline callback that lets
+//!   the first few pass (`Continue(1)`) and then interrupts;
+//! * `Fuel`: a fuel budget; the run must end in `Trap::OutOfFuel`.
+//!
+//! A run may also end in another trap (stack overflow from recursion, a
+//! trap the module asks for); that is counted, not a finding. A run that
+//! has not stopped `ESCAPE` after the tick that should have stopped it (or,
+//! for fuel, after its start) has escaped: the watchdog prints what was running and aborts,
+//! so libFuzzer keeps the input. A defined function returning normally is a
+//! finding too. When MMU interruption lands it becomes one more `Mode`.
+
+#![no_main]
+
+use arbitrary::Result;
+use libfuzzer_sys::fuzz_target;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use wasmtime_mmu_fuzz::config::{Epochs, Fuel, OursConfig};
+use wasmtime_mmu_fuzz::engines::{ours, ours_compile, ours_engine};
+use wasmtime_mmu_fuzz::generate::{Purpose, module_and_rest};
+use wasmtime_mmu_fuzz::liveness::{defined_func_exports, never_return};
+use wasmtime_mmu_fuzz::stats;
+use wasmtime_mmu_fuzz::value::{Outcome, Value};
+
+/// How long a guest may run on after it should have stopped.
+const ESCAPE: Duration = Duration::from_millis(1000);
+
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    Epoch { timeout: Duration },
+    EpochCallback { timeout: Duration, continues: u32 },
+    Fuel { fuel: u64 },
+}
+
+impl Mode {
+    fn arbitrary(u: &mut arbitrary::Unstructured<'_>) -> Result<Mode> {
+        let timeout = Duration::from_micros(u.int_in_range(500..=10_000)?);
+        Ok(match u.int_in_range(0..=2)? {
+            0 => Mode::Epoch { timeout },
+            1 => Mode::EpochCallback {
+                timeout,
+                continues: u.int_in_range(0..=3)?,
+            },
+            _ => Mode::Fuel {
+                fuel: u.int_in_range(0..=2_000_000)?,
+            },
+        })
+    }
+
+    fn expected_trap(self) -> &'static str {
+        match self {
+            Mode::Fuel { .. } => "OutOfFuel",
+            _ => "Interrupt",
+        }
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let _ = run(data);
+    stats::exec_done();
+});
+
+fn run(data: &[u8]) -> Result<()> {
+    let Some((wasm, mut u)) = module_and_rest(data, Purpose::Liveness) else {
+        stats::bump("skip_no_module");
+        return Ok(());
+    };
+    let Some(wasm) = never_return(&wasm) else {
+        stats::bump("skip_unparsable_module");
+        return Ok(());
+    };
+    if let Ok(path) = std::env::var("FUZZ_DUMP_WASM") {
+        std::fs::write(path, &wasm).unwrap();
+    }
+    let mode = Mode::arbitrary(&mut u)?;
+    let mut config = OursConfig::arbitrary(&mut u)?;
+    match mode {
+        Mode::Fuel { .. } => {
+            config.epochs = Epochs::Off;
+            config.fuel = Fuel::Ample { factor: 1 };
+        }
+        _ => {
+            config.epochs = Epochs::Far;
+            config.fuel = Fuel::Off;
+        }
+    }
+    let engine = ours_engine(&config);
+    let Some(Ok(module)) = ours_compile(&engine, &wasm) else {
+        stats::bump("skip_invalid_module");
+        return Ok(());
+    };
+    let mut store = ours::new_store(&engine, 0);
+    let continues_left = Arc::new(AtomicU32::new(0));
+    if let Mode::EpochCallback { .. } = mode {
+        let left = continues_left.clone();
+        store.epoch_deadline_callback(move |_| {
+            let previous =
+                left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            Ok(match previous {
+                Ok(_) => wasmtime::UpdateDeadline::Continue(1),
+                Err(_) => wasmtime::UpdateDeadline::Interrupt,
+            })
+        });
+    }
+    let context = format!("mode: {mode:?}\nconfig: {config:?}");
+
+    let instance = guarded(
+        &engine,
+        &mut store,
+        mode,
+        &continues_left,
+        &context,
+        "instantiation",
+        |s| ours::instantiate(s, &module),
+    );
+    let instance = match instance {
+        Ok(instance) => instance,
+        Err(outcome) => {
+            check_stopped(&outcome, mode, &context, "instantiation", true);
+            return Ok(());
+        }
+    };
+    // Without a start function instantiation runs no guest code.
+    let exports = defined_func_exports(&wasm);
+    let kinds = ours::exported_funcs(&module);
+    if exports.is_empty() {
+        stats::bump("no_defined_function_exported");
+        return Ok(());
+    }
+    for _ in 0..u.int_in_range(1..=3)? {
+        let name = &exports[u.choose_index(exports.len())?];
+        let (_, params) = kinds.iter().find(|(n, _)| n == name).unwrap();
+        let args = params
+            .iter()
+            .map(|k| Value::arbitrary(&mut u, *k))
+            .collect::<Result<Vec<_>>>()?;
+        let outcome = guarded(
+            &engine,
+            &mut store,
+            mode,
+            &continues_left,
+            &context,
+            name,
+            |s| ours::call(s, &instance, name, &args),
+        );
+        check_stopped(&outcome, mode, &context, name, false);
+    }
+    Ok(())
+}
+
+fn check_stopped(outcome: &Outcome, mode: Mode, context: &str, what: &str, instantiating: bool) {
+    match outcome {
+        Outcome::Trap(t) if t == mode.expected_trap() => stats::bump("stopped_by_interruption"),
+        Outcome::Trap(t) if t == "StackOverflow" => stats::bump("stopped_by_stack_overflow"),
+        Outcome::Trap(_) => stats::bump("stopped_by_other_trap"),
+        Outcome::Error(_) if instantiating => stats::bump("instantiation_error"),
+        other => panic!("{what} of a never-returning module ended with {other:?}\n{context}"),
+    }
+}
+
+/// Runs `f` (guest code in `store`) under the watchdog: for the epoch modes
+/// it ticks the epoch every timeout until `f` returns (ticks a descheduled
+/// guest has not seen yet coalesce, so it does not stop after a fixed
+/// number), and it aborts the process if `f` has not returned `ESCAPE`
+/// after the tick that should have stopped it (for fuel: after the start).
+fn guarded<R>(
+    engine: &wasmtime::Engine,
+    store: &mut wasmtime::Store<ours::Host>,
+    mode: Mode,
+    continues_left: &AtomicU32,
+    context: &str,
+    what: &str,
+    f: impl FnOnce(&mut wasmtime::Store<ours::Host>) -> R,
+) -> R {
+    let (tick_every, deciding_tick) = match mode {
+        Mode::Epoch { timeout } => (Some(timeout), 1),
+        Mode::EpochCallback { timeout, continues } => {
+            continues_left.store(continues, Ordering::Relaxed);
+            (Some(timeout), continues + 1)
+        }
+        Mode::Fuel { fuel } => {
+            store.set_fuel(fuel).unwrap();
+            (None, 0)
+        }
+    };
+    if tick_every.is_some() {
+        store.set_epoch_deadline(1);
+    }
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    // When the tick that should stop the guest was sent (the start, for
+    // fuel).
+    let decided_at = Arc::new(Mutex::new(Instant::now()));
+    let watchdog = {
+        let engine = engine.clone();
+        let decided_at = decided_at.clone();
+        let message = format!("{what:?} did not stop within {ESCAPE:?}\n{context}");
+        std::thread::spawn(move || {
+            let mut ticks = 0;
+            loop {
+                let wait = match tick_every {
+                    Some(timeout) if ticks < deciding_tick => timeout,
+                    Some(timeout) => timeout.max(Duration::from_millis(1)),
+                    None => ESCAPE,
+                };
+                match done_rx.recv_timeout(wait) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    _ => return,
+                }
+                if ticks >= deciding_tick && decided_at.lock().unwrap().elapsed() > ESCAPE {
+                    eprintln!("GUEST ESCAPED: {message}");
+                    std::process::abort();
+                }
+                if tick_every.is_some() {
+                    engine.increment_epoch();
+                    ticks += 1;
+                    if ticks == deciding_tick {
+                        *decided_at.lock().unwrap() = Instant::now();
+                    }
+                }
+            }
+        })
+    };
+    let result = f(store);
+    let latency = decided_at.lock().unwrap().elapsed();
+    drop(done_tx);
+    watchdog.join().unwrap();
+    let us = latency.as_micros() as u64;
+    if tick_every.is_some() {
+        // From the deciding tick (or from the start, if the guest stopped
+        // before it) to the return.
+        stats::max("epoch_stop_latency_us", us);
+        stats::bump(match us {
+            0..1_000 => "epoch_stop_latency_under_1ms",
+            1_000..10_000 => "epoch_stop_latency_1_to_10ms",
+            10_000..100_000 => "epoch_stop_latency_10_to_100ms",
+            _ => "epoch_stop_latency_over_100ms",
+        });
+    } else {
+        stats::max("fuel_run_time_us", us);
+    }
+    result
+}

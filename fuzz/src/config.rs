@@ -1,0 +1,172 @@
+//! Configurations: ours is drawn from the fuzz input, upstream's is fixed.
+//!
+//! Every knob of ours is a field of [`OursConfig`], drawn in
+//! [`OursConfig::arbitrary`] and applied in [`OursConfig::engine_config`] /
+//! [`OursConfig::prepare_store`]. None of them may change a result; the
+//! interruption knobs may only cut a run short, which the differential
+//! target then counts as a skip. A new knob (MMU interruption, when it
+//! lands) is one more field, one more draw and one more `apply` line.
+
+use arbitrary::{Result, Unstructured};
+use wasmparser::WasmFeatures;
+
+/// The proposals both engines are compared under: Wasm 2.0 plus
+/// multi-memory and extended-const, everything this engine implements.
+pub fn features() -> WasmFeatures {
+    WasmFeatures::WASM2 | WasmFeatures::MULTI_MEMORY | WasmFeatures::EXTENDED_CONST
+}
+
+/// Fuel upstream gets for each instantiation and each call. Upstream runs
+/// first; when it runs out the input is skipped, so ours only ever runs
+/// code that terminates.
+pub const UPSTREAM_FUEL: u64 = 1_000_000;
+
+/// Bytes a linear memory may grow to in either engine (a `StoreLimits`
+/// limit, so `memory.grow` fails identically in both past it).
+pub const MEMORY_LIMIT: usize = 16 << 20;
+/// Elements a table may grow to in either engine.
+pub const TABLE_LIMIT: usize = 10_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OptLevel {
+    None,
+    Speed,
+    SpeedAndSize,
+}
+
+/// Memory layout knobs. Small reservations and a zero guard force explicit
+/// bounds checks and memories that move when they grow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MemoryKnobs {
+    pub reservation: u64,
+    pub guard: u64,
+    pub reservation_for_growth: u64,
+    pub may_move: bool,
+    pub guard_before: bool,
+}
+
+/// Epoch interruption in ours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Epochs {
+    Off,
+    /// Compiled in, with a deadline that is never reached.
+    Far,
+    /// Compiled in; a thread ticks the epoch after `delay_us`, so the call
+    /// is interrupted if it runs that long.
+    Timer {
+        delay_us: u32,
+    },
+    /// Compiled in; the deadline is always reached and a callback lets
+    /// `checks` epoch checks pass before interrupting: a deterministic
+    /// interrupt at an arbitrary check point.
+    AfterChecks {
+        checks: u32,
+    },
+}
+
+/// Fuel in ours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fuel {
+    Off,
+    /// `factor` times what upstream gets, so a call upstream finishes
+    /// should never run out in ours unless fuel is counted differently.
+    Ample {
+        factor: u8,
+    },
+}
+
+/// What of [`OursConfig`] is baked into an engine.
+pub type EngineKey = (OptLevel, MemoryKnobs, bool, bool);
+
+/// Our engine's configuration for one input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OursConfig {
+    pub opt_level: OptLevel,
+    pub memory: MemoryKnobs,
+    pub epochs: Epochs,
+    pub fuel: Fuel,
+}
+
+impl OursConfig {
+    pub fn arbitrary(u: &mut Unstructured<'_>) -> Result<OursConfig> {
+        let opt_level = *u.choose(&[OptLevel::None, OptLevel::Speed, OptLevel::SpeedAndSize])?;
+        let reservation = *u.choose(&[4 << 30, 8 << 30, 0, 1 << 16, 1 << 20, 16 << 20])?;
+        let guard = *u.choose(&[32 << 20, 0, 1 << 16, 2 << 30])?;
+        let reservation_for_growth = *u.choose(&[2 << 30, 0, 1 << 16, 1 << 20])?;
+        // A memory that may not move cannot grow past its reservation, so
+        // `memory.grow` would fail where upstream's succeeds: only allow
+        // that with a reservation that covers every 32-bit memory.
+        let may_move = reservation < (4 << 30) || u.arbitrary()?;
+        let guard_before = u.arbitrary()?;
+        let epochs = match u.int_in_range(0..=5)? {
+            0 | 1 => Epochs::Off,
+            2 => Epochs::Far,
+            3 => Epochs::Timer {
+                delay_us: u.int_in_range(0..=2000)?,
+            },
+            _ => Epochs::AfterChecks {
+                checks: u.int_in_range(0..=200)?,
+            },
+        };
+        let fuel = if u.arbitrary()? {
+            Fuel::Ample {
+                factor: u.int_in_range(1..=4)?,
+            }
+        } else {
+            Fuel::Off
+        };
+        Ok(OursConfig {
+            opt_level,
+            memory: MemoryKnobs {
+                reservation,
+                guard,
+                reservation_for_growth,
+                may_move,
+                guard_before,
+            },
+            epochs,
+            fuel,
+        })
+    }
+
+    /// The engine configuration: everything that affects compilation.
+    pub fn engine_config(&self) -> wasmtime::Config {
+        let mut c = wasmtime::Config::new();
+        c.wasm_features(WasmFeatures::all(), false);
+        c.wasm_features(features(), true);
+        c.parallel_compilation(false);
+        c.cranelift_opt_level(match self.opt_level {
+            OptLevel::None => wasmtime::OptLevel::None,
+            OptLevel::Speed => wasmtime::OptLevel::Speed,
+            OptLevel::SpeedAndSize => wasmtime::OptLevel::SpeedAndSize,
+        });
+        c.memory_reservation(self.memory.reservation);
+        c.memory_guard_size(self.memory.guard);
+        c.memory_reservation_for_growth(self.memory.reservation_for_growth);
+        c.memory_may_move(self.memory.may_move);
+        c.guard_before_linear_memory(self.memory.guard_before);
+        c.epoch_interruption(self.epochs != Epochs::Off);
+        c.consume_fuel(self.fuel != Fuel::Off);
+        c
+    }
+
+    /// The parts of the configuration that live in the engine, as a key for
+    /// caching engines across inputs.
+    pub fn engine_key(&self) -> EngineKey {
+        (
+            self.opt_level,
+            self.memory,
+            self.epochs != Epochs::Off,
+            self.fuel != Fuel::Off,
+        )
+    }
+}
+
+/// Upstream's configuration: fixed, with fuel as the bound on runaway code.
+pub fn upstream_config() -> upstream_wasmtime::Config {
+    let mut c = upstream_wasmtime::Config::new();
+    c.wasm_features(WasmFeatures::all(), false);
+    c.wasm_features(features(), true);
+    c.consume_fuel(true);
+    c
+}
