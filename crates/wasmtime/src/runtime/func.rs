@@ -29,7 +29,9 @@ use std::pin::Pin;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 use wasmtime_environ::vm::{VMCONTEXT_MAGIC, VMEntryTrampoline, VMFuncRef, ValRaw};
-use wasmtime_environ::{VM_HOST_FUNC_MAGIC, VMHostFuncContextHeader, VMSharedTypeIndex};
+use wasmtime_environ::{
+    VM_HOST_FUNC_MAGIC, VMHostFuncContextHeader, VMSharedTypeIndex, WasmFuncType,
+};
 
 mod typed;
 pub use typed::*;
@@ -117,39 +119,15 @@ impl HostFunc {
     ) -> HostFunc {
         let wasm_ty = ty.wasm().clone();
         let call = move |store: *mut StoreOpaque, caller_vmctx: *mut u8, values: &mut [ValRaw]| {
-            let params = {
-                // SAFETY: the store pointer is valid for the duration of the
-                // call and no other reference to it is in use.
-                let opaque = unsafe { &mut *store };
-                wasm_ty
-                    .params
-                    .iter()
-                    .zip(values.iter())
-                    // SAFETY: the slots hold values of the declared types
-                    // (the caller type-checked them).
-                    .map(|(ty, raw)| unsafe { Val::from_raw_wasm(opaque, *raw, *ty) })
-                    .collect::<Vec<_>>()
-            };
-            let mut results = wasm_ty
-                .results
-                .iter()
-                .map(|ty| Val::default_for_wasm(*ty))
-                .collect::<Vec<_>>();
-            // SAFETY: `store` is the `StoreOpaque` of a `StoreInner<T>` (a
-            // `HostFunc` over `T` is only materialized in a `Store<T>`).
+            // SAFETY: `store` is valid for the call and not otherwise in use.
             unsafe {
-                with_caller::<T, _>(store, caller_vmctx, |caller| {
-                    func(caller, &params, &mut results)
-                })?
-            };
-            // SAFETY: as above.
-            let opaque = unsafe { &mut *store };
-            for (i, (ty, val)) in wasm_ty.results.iter().zip(&results).enumerate() {
-                values[i] = val
-                    .to_raw_wasm(opaque, *ty)
-                    .context("function attempted to return an incompatible value")?;
+                call_with_vals(&wasm_ty, store, values, |params, results| {
+                    // SAFETY: `store` is the `StoreOpaque` of a
+                    // `StoreInner<T>` (a `HostFunc` over `T` is only
+                    // materialized in a `Store<T>`).
+                    with_caller::<T, _>(store, caller_vmctx, |caller| func(caller, params, results))
+                })
             }
-            Ok(())
         };
         HostFunc::from_raw(ty, Box::new(call), false)
     }
@@ -170,39 +148,19 @@ impl HostFunc {
     {
         let wasm_ty = ty.wasm().clone();
         let call = move |store: *mut StoreOpaque, caller_vmctx: *mut u8, values: &mut [ValRaw]| {
-            let params = {
-                // SAFETY: as in `new_dynamic`.
-                let opaque = unsafe { &mut *store };
-                wasm_ty
-                    .params
-                    .iter()
-                    .zip(values.iter())
-                    // SAFETY: as in `new_dynamic`.
-                    .map(|(ty, raw)| unsafe { Val::from_raw_wasm(opaque, *raw, *ty) })
-                    .collect::<Vec<_>>()
-            };
-            let mut results = wasm_ty
-                .results
-                .iter()
-                .map(|ty| Val::default_for_wasm(*ty))
-                .collect::<Vec<_>>();
-            // SAFETY: `store` is the `StoreOpaque` of a `StoreInner<T>`, and
-            // this runs on the fiber running the store's Wasm (if any).
+            // SAFETY: `store` is valid for the call and not otherwise in use.
             unsafe {
-                fiber::with_blocking(store, |cx| {
-                    let caller = raw_caller::<T>(store, caller_vmctx);
-                    let future = Pin::from(func(caller, &params, &mut results));
-                    cx.block_on(future)
-                })???
-            };
-            // SAFETY: the future is gone, so the store is no longer borrowed.
-            let opaque = unsafe { &mut *store };
-            for (i, (ty, val)) in wasm_ty.results.iter().zip(&results).enumerate() {
-                values[i] = val
-                    .to_raw_wasm(opaque, *ty)
-                    .context("function attempted to return an incompatible value")?;
+                call_with_vals(&wasm_ty, store, values, |params, results| {
+                    // SAFETY: `store` is the `StoreOpaque` of a
+                    // `StoreInner<T>`, and this runs on the fiber running the
+                    // store's Wasm (if any).
+                    fiber::with_blocking(store, |cx| {
+                        let caller = raw_caller::<T>(store, caller_vmctx);
+                        let future = Pin::from(func(caller, params, results));
+                        cx.block_on(future)
+                    })??
+                })
             }
-            Ok(())
         };
         HostFunc::from_raw(ty, Box::new(call), true)
     }
@@ -283,6 +241,48 @@ impl HostFunc {
     ) -> Result<()> {
         (self.0.call)(store, ptr::null_mut(), values)
     }
+}
+
+/// Runs a dynamically typed host function body over the raw argument and
+/// result slots `values`: reads the parameters of `ty` as [`Val`]s, calls
+/// `body` with them and default-initialized results, and writes the results
+/// back (checking that each fits its declared type).
+///
+/// # Safety
+///
+/// `store` must be valid and not otherwise borrowed outside `body`, and
+/// `values` must hold arguments of `ty`'s parameter types.
+unsafe fn call_with_vals(
+    ty: &WasmFuncType,
+    store: *mut StoreOpaque,
+    values: &mut [ValRaw],
+    body: impl FnOnce(&[Val], &mut [Val]) -> Result<()>,
+) -> Result<()> {
+    let params = {
+        // SAFETY: per the contract; the borrow ends before `body` runs.
+        let opaque = unsafe { &mut *store };
+        ty.params
+            .iter()
+            .zip(values.iter())
+            // SAFETY: the slots hold values of the declared types.
+            .map(|(ty, raw)| unsafe { Val::from_raw_wasm(opaque, *raw, *ty) })
+            .collect::<Vec<_>>()
+    };
+    let mut results = ty
+        .results
+        .iter()
+        .map(|ty| Val::default_for_wasm(*ty))
+        .collect::<Vec<_>>();
+    body(&params, &mut results)?;
+    // SAFETY: per the contract; `body` has returned, so nothing else
+    // borrows the store.
+    let opaque = unsafe { &mut *store };
+    for (slot, (ty, val)) in values.iter_mut().zip(ty.results.iter().zip(&results)) {
+        *slot = val
+            .to_raw_wasm(opaque, *ty)
+            .context("function attempted to return an incompatible value")?;
+    }
+    Ok(())
 }
 
 /// Builds a [`Caller`] for the host function being called and runs `f`.
