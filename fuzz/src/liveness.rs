@@ -19,6 +19,10 @@
 //! and interruption, which is what `interrupt_liveness` checks. A block
 //! type with several results needs a type index; those are appended to the
 //! type section, after every existing type, so no index changes.
+//!
+//! Every defined function is exported too (those without an export get
+//! `never_return_func{index}`), so that the target can call each of them:
+//! a spec module without function exports would otherwise run no code.
 
 use wasm_encoder::reencode::{self, Reencode, RoundtripReencoder};
 use wasmparser::{Operator, Parser, Payload, ValType};
@@ -32,6 +36,22 @@ struct Info {
     defined: Vec<u32>,
     /// Exported functions: name and function index.
     func_exports: Vec<(String, u32)>,
+    /// Names of all exports, of every kind.
+    export_names: Vec<String>,
+    has_export_section: bool,
+}
+
+impl Info {
+    /// Exports for the defined functions that have none, under names no
+    /// other export uses.
+    fn missing_func_exports(&self) -> Vec<(String, u32)> {
+        let defined = self.imported_funcs..self.imported_funcs + self.defined.len() as u32;
+        defined
+            .filter(|index| !self.func_exports.iter().any(|(_, i)| i == index))
+            .map(|index| (format!("never_return_func{index}"), index))
+            .filter(|(name, _)| !self.export_names.contains(name))
+            .collect()
+    }
 }
 
 fn scan(wasm: &[u8]) -> wasmparser::Result<Info> {
@@ -40,6 +60,8 @@ fn scan(wasm: &[u8]) -> wasmparser::Result<Info> {
         imported_funcs: 0,
         defined: Vec::new(),
         func_exports: Vec::new(),
+        export_names: Vec::new(),
+        has_export_section: false,
     };
     for payload in Parser::new(0).parse_all(wasm) {
         match payload? {
@@ -66,8 +88,10 @@ fn scan(wasm: &[u8]) -> wasmparser::Result<Info> {
                 }
             }
             Payload::ExportSection(reader) => {
+                info.has_export_section = true;
                 for export in reader {
                     let export = export?;
+                    info.export_names.push(export.name.to_string());
                     if export.kind == wasmparser::ExternalKind::Func {
                         info.func_exports
                             .push((export.name.to_string(), export.index));
@@ -85,6 +109,8 @@ struct NeverReturn {
     /// Result lists that need a new type, and the index each one gets.
     extra_types: Vec<Vec<ValType>>,
     next_func: usize,
+    /// Whether the export section (for a module that had none) is written.
+    exports_added: bool,
 }
 
 impl NeverReturn {
@@ -128,6 +154,50 @@ impl Reencode for NeverReturn {
                 .map(|t| RoundtripReencoder.val_type(*t).unwrap())
                 .collect();
             types.ty().function([], results);
+        }
+        Ok(())
+    }
+
+    fn parse_export_section(
+        &mut self,
+        exports: &mut wasm_encoder::ExportSection,
+        section: wasmparser::ExportSectionReader<'_>,
+    ) -> Result<(), reencode::Error<Self::Error>> {
+        reencode::utils::parse_export_section(self, exports, section)?;
+        for (name, index) in self.info.missing_func_exports() {
+            exports.export(&name, wasm_encoder::ExportKind::Func, index);
+        }
+        Ok(())
+    }
+
+    fn intersperse_section_hook(
+        &mut self,
+        module: &mut wasm_encoder::Module,
+        _after: Option<wasm_encoder::SectionId>,
+        before: Option<wasm_encoder::SectionId>,
+    ) -> Result<(), reencode::Error<Self::Error>> {
+        use wasm_encoder::SectionId;
+        // An export section for a module without one goes where the binary
+        // format wants it: before the first of these sections.
+        let exports_due = matches!(
+            before,
+            None | Some(
+                SectionId::Start
+                    | SectionId::Element
+                    | SectionId::DataCount
+                    | SectionId::Code
+                    | SectionId::Data
+            )
+        );
+        if exports_due && !self.info.has_export_section && !self.exports_added {
+            self.exports_added = true;
+            let mut exports = wasm_encoder::ExportSection::new();
+            for (name, index) in self.info.missing_func_exports() {
+                exports.export(&name, wasm_encoder::ExportKind::Func, index);
+            }
+            if !exports.is_empty() {
+                module.section(&exports);
+            }
         }
         Ok(())
     }
@@ -196,6 +266,7 @@ pub fn never_return(wasm: &[u8]) -> Option<Vec<u8>> {
         info,
         extra_types: Vec::new(),
         next_func: 0,
+        exports_added: false,
     };
     // The extra types must be known before the type section is written,
     // which comes before the code: a first pass over the bodies collects
@@ -205,6 +276,7 @@ pub fn never_return(wasm: &[u8]) -> Option<Vec<u8>> {
         .parse_core_module(&mut first, Parser::new(0), wasm)
         .ok()?;
     rewriter.next_func = 0;
+    rewriter.exports_added = false;
     let mut module = wasm_encoder::Module::new();
     rewriter
         .parse_core_module(&mut module, Parser::new(0), wasm)
@@ -219,6 +291,11 @@ mod tests {
         let wasm = wat_module();
         let out = super::never_return(&wasm).unwrap();
         wasmparser::Validator::new().validate_all(&out).unwrap();
+        // The module exported nothing; now both functions are exported.
+        assert_eq!(
+            super::defined_func_exports(&out),
+            ["never_return_func0", "never_return_func1"]
+        );
     }
 
     fn wat_module() -> Vec<u8> {
