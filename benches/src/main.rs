@@ -2,10 +2,10 @@
 //! Wasmtime 48, runs alternating, medians and ratios.
 //!
 //! ```text
-//! cargo run --release -p wasmtime-mmu-benches -- kernels [--runs N] [--filter NAME]
-//! cargo run --release -p wasmtime-mmu-benches -- interrupt-overhead [--runs N] [--filter NAME]
+//! cargo run --release -p wasmtime-mmu-benches -- kernels [--runs N] [--filter NAME[,NAME...]]
+//! cargo run --release -p wasmtime-mmu-benches -- interrupt-overhead [--runs N] [--filter NAME[,NAME...]]
 //! cargo run --release -p wasmtime-mmu-benches -- stacks [--runs N]
-//! cargo run --release -p wasmtime-mmu-benches -- sightglass [--benchmarks DIR] [--runs N] [--quick] [--filter NAME] [--mode plain|epochs|fuel|all] [--engine ours|upstream]
+//! cargo run --release -p wasmtime-mmu-benches -- sightglass [--benchmarks DIR] [--runs N] [--quick] [--filter NAME[,NAME...]] [--mode plain|epochs|fuel|all] [--engine ours|upstream] [--list]
 //! ```
 
 mod interrupt;
@@ -19,14 +19,19 @@ use anyhow::{Result, bail};
 use modes::Mode;
 use std::path::PathBuf;
 
+const USAGE: &str = "usage: bench kernels|interrupt-overhead|stacks|sightglass [--runs N] \
+     [--filter NAME[,NAME...]] [--benchmarks DIR] [--quick] [--mode plain|epochs|fuel|all] \
+     [--engine ours|upstream] [--list]";
+
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let Some(command) = args.next() else {
-        bail!(
-            "usage: bench kernels|interrupt-overhead|stacks|sightglass [--runs N] [--filter NAME] \
-             [--benchmarks DIR] [--quick] [--mode plain|epochs|fuel|all] [--engine ours|upstream]"
-        );
+        bail!("{USAGE}");
     };
+    if command == "-h" || command == "--help" {
+        println!("{USAGE}");
+        return Ok(());
+    }
     let options = Options::parse(args)?;
     match command.as_str() {
         "kernels" => kernels::run(&options),
@@ -45,8 +50,9 @@ pub struct Options {
     /// Timed runs per engine and program (the median is reported), if
     /// given; each suite has its own default (see [`Options::runs`]).
     runs: Option<usize>,
-    /// Only programs whose name contains this.
-    pub filter: Option<String>,
+    /// Only programs whose name contains one of these (`--filter`, a comma
+    /// list; an entry ending in `$` matches only the name before it).
+    pub filter: Option<Vec<String>>,
     /// `sightglass`: the benchmarks folder (default `../shared/benchmarks`
     /// next to the repository, or `$SIGHTGLASS_BENCHMARKS`).
     pub benchmarks: Option<PathBuf>,
@@ -58,6 +64,8 @@ pub struct Options {
     /// `sightglass`: run only this engine (`ours` or `upstream`), e.g. under
     /// a profiler.
     pub engine: Option<String>,
+    /// `sightglass`: print the selected programs' names and run nothing.
+    pub list: bool,
 }
 
 impl Options {
@@ -69,6 +77,7 @@ impl Options {
             quick: false,
             modes: Vec::new(),
             engine: None,
+            list: false,
         };
         while let Some(arg) = args.next() {
             match arg.as_str() {
@@ -82,7 +91,12 @@ impl Options {
                     }
                     options.runs = Some(runs);
                 }
-                "--filter" => options.filter = args.next(),
+                "--filter" => {
+                    let Some(names) = args.next() else {
+                        bail!("--filter needs a name, or a comma list of names");
+                    };
+                    options.filter = Some(names.split(',').map(str::to_owned).collect());
+                }
                 "--benchmarks" => {
                     let Some(dir) = args.next() else {
                         bail!("--benchmarks needs a folder");
@@ -90,6 +104,7 @@ impl Options {
                     options.benchmarks = Some(PathBuf::from(dir));
                 }
                 "--quick" => options.quick = true,
+                "--list" => options.list = true,
                 "--engine" => {
                     let value = args.next().unwrap_or_default();
                     if !["ours", "upstream"].contains(&value.as_str()) {
@@ -107,7 +122,7 @@ impl Options {
                         _ => bail!("--mode needs plain, epochs, fuel or all, got `{value}`"),
                     };
                 }
-                other => bail!("unknown option `{other}`"),
+                other => bail!("unknown option `{other}`\n{USAGE}"),
             }
         }
         Ok(options)
@@ -120,8 +135,11 @@ impl Options {
 
     /// Whether the program `name` is selected.
     pub fn selects(&self, name: &str) -> bool {
-        self.filter
-            .as_ref()
-            .is_none_or(|f| name.contains(f.as_str()))
+        self.filter.as_ref().is_none_or(|names| {
+            names.iter().any(|f| match f.strip_suffix('$') {
+                Some(exact) => name == exact,
+                None => name.contains(f.as_str()),
+            })
+        })
     }
 }

@@ -26,7 +26,7 @@ use crate::Options;
 #[path = "../../tests/sightglass/manifest.rs"]
 mod manifest;
 use crate::modes::Mode;
-use crate::stats::{geomean, median, ms, ratio};
+use crate::stats::{geomean, median, median_f64, ms, ratio};
 use anyhow::{Context, Result, bail};
 use manifest::{compare, expected, skip_reason};
 use serde_json::Value;
@@ -581,7 +581,12 @@ fn programs(root: &Path, options: &Options) -> Result<Vec<Program>> {
             continue;
         }
         if let Some(reason) = skip_reason(entry) {
-            println!("skipped `{path}`: {reason}");
+            // `--list` output is the names alone.
+            if options.list {
+                eprintln!("skipped `{path}`: {reason}");
+            } else {
+                println!("skipped `{path}`: {reason}");
+            }
             continue;
         }
         programs.push(Program { name, wasm });
@@ -621,6 +626,12 @@ impl Medians {
 struct Row {
     name: String,
     medians: Vec<[Medians; 2]>,
+    /// Per mode, the median over iterations of ours / upstream execution
+    /// time within one iteration. The two engines run back to back in an
+    /// iteration, so a slow spell of the machine that lasts longer than one
+    /// iteration slows both and cancels out of the ratio, where it can bias
+    /// a ratio of medians taken over all iterations.
+    paired_execute: Vec<f64>,
     /// The program never calls `bench.end`; execution ends at `_start`'s return.
     no_end: bool,
 }
@@ -644,6 +655,12 @@ pub fn run(options: &Options) -> Result<()> {
     let mut modes = vec![Mode::Plain];
     modes.extend(options.modes.iter().copied());
     let programs = programs(&root, options)?;
+    if options.list {
+        for program in &programs {
+            println!("{}", program.name);
+        }
+        return Ok(());
+    }
     if let Some(engine) = &options.engine {
         return run_single(engine, &programs, &modes, runs);
     }
@@ -791,6 +808,17 @@ fn measure(
             .iter()
             .map(|pair| [Medians::of(&pair[0]), Medians::of(&pair[1])])
             .collect(),
+        paired_execute: samples
+            .iter()
+            .map(|[ours, upstream]| {
+                let ratios: Vec<f64> = ours
+                    .iter()
+                    .zip(upstream)
+                    .map(|(o, u)| ratio(o.execute, u.execute))
+                    .collect();
+                median_f64(&ratios)
+            })
+            .collect(),
         no_end,
     })
 }
@@ -805,11 +833,11 @@ fn print_main_table(rows: &[Row], m: usize, mode: Mode) {
     println!("Mode `{}`:", mode.name());
     println!();
     println!(
-        "| program | compile ours (ms) | compile upstream (ms) | compile ratio | instantiate ratio | execute ours (ms) | execute upstream (ms) | execute ratio | execute ratio, CPU time |"
+        "| program | compile ours (ms) | compile upstream (ms) | compile ratio | instantiate ratio | execute ours (ms) | execute upstream (ms) | execute ratio | execute ratio, CPU time | execute ratio, paired |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let (mut compile, mut instantiate) = (Vec::new(), Vec::new());
-    let (mut execute, mut execute_cpu) = (Vec::new(), Vec::new());
+    let (mut execute, mut execute_cpu, mut execute_paired) = (Vec::new(), Vec::new(), Vec::new());
     let mut noisy = false;
     for row in rows {
         let p = &row.medians[m];
@@ -817,19 +845,21 @@ fn print_main_table(rows: &[Row], m: usize, mode: Mode) {
         let ri = ratio(p[0].instantiate, p[1].instantiate);
         let re = ratio(p[0].execute, p[1].execute);
         let rcpu = ratio(p[0].execute_cpu, p[1].execute_cpu);
+        let rpaired = row.paired_execute[m];
         compile.push((rc, row.name.as_str()));
         instantiate.push((ri, row.name.as_str()));
         let mut mark = "";
         if counts(p) {
             execute.push((re, row.name.as_str()));
             execute_cpu.push((rcpu, row.name.as_str()));
+            execute_paired.push((rpaired, row.name.as_str()));
         } else {
             noisy = true;
             mark = " ‡";
         }
         let dagger = if row.no_end { " †" } else { "" };
         println!(
-            "| {}{dagger} | {} | {} | {rc:.3} | {ri:.3} | {} | {} | {re:.3}{mark} | {rcpu:.3}{mark} |",
+            "| {}{dagger} | {} | {} | {rc:.3} | {ri:.3} | {} | {} | {re:.3}{mark} | {rcpu:.3}{mark} | {rpaired:.3}{mark} |",
             row.name,
             ms(p[0].compile),
             ms(p[1].compile),
@@ -848,11 +878,12 @@ fn print_main_table(rows: &[Row], m: usize, mode: Mode) {
         }
     };
     println!(
-        "| **geomean** | | | **{}** | **{}** | | | **{}** | **{}** |",
+        "| **geomean** | | | **{}** | **{}** | | | **{}** | **{}** | **{}** |",
         g(&compile),
         g(&instantiate),
         g(&execute),
-        g(&execute_cpu)
+        g(&execute_cpu),
+        g(&execute_paired)
     );
     println!();
     let worst = |v: &[(f64, &str)]| {
@@ -869,9 +900,10 @@ fn print_main_table(rows: &[Row], m: usize, mode: Mode) {
             .unwrap_or_else(|| "—".into())
     };
     println!(
-        "Worst ratios: execute {}, execute by CPU time {}, compile {}, instantiate {}.",
+        "Worst ratios: execute {}, execute by CPU time {}, execute paired {}, compile {}, instantiate {}.",
         worst(&execute),
         worst(&execute_cpu),
+        worst(&execute_paired),
         worst(&compile),
         worst(&instantiate)
     );

@@ -4,14 +4,20 @@ use std::time::Duration;
 
 /// The median of `samples` (the mean of the middle two for an even count).
 pub fn median(samples: &[Duration]) -> Duration {
-    assert!(!samples.is_empty(), "median of no samples");
-    let mut sorted = samples.to_vec();
-    sorted.sort();
+    let secs: Vec<f64> = samples.iter().map(Duration::as_secs_f64).collect();
+    Duration::from_secs_f64(median_f64(&secs))
+}
+
+/// The median of `values` (the mean of the middle two for an even count).
+pub fn median_f64(values: &[f64]) -> f64 {
+    assert!(!values.is_empty(), "median of no values");
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
     let mid = sorted.len() / 2;
     if sorted.len() % 2 == 1 {
         sorted[mid]
     } else {
-        (sorted[mid - 1] + sorted[mid]) / 2
+        (sorted[mid - 1] + sorted[mid]) / 2.0
     }
 }
 
