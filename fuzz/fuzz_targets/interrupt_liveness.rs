@@ -10,8 +10,8 @@
 //! A run may also end in another trap (stack overflow from recursion, a
 //! trap the module asks for); that is counted, not a finding. A run that
 //! has not stopped `ESCAPE` after the tick that should have stopped it (or,
-//! for fuel, after its start) has escaped: the watchdog prints what was running and aborts,
-//! so libFuzzer keeps the input. A defined function returning normally is a
+//! for fuel, `FUEL_ESCAPE` after its start) has escaped: the watchdog
+//! prints what was running and aborts, so libFuzzer keeps the input. A defined function returning normally is a
 //! finding too. When MMU interruption lands it becomes one more `Mode`.
 
 #![no_main]
@@ -31,6 +31,12 @@ use wasmtime_mmu_fuzz::value::{Outcome, Value};
 
 /// How long a guest may run on after it should have stopped.
 const ESCAPE: Duration = Duration::from_millis(1000);
+/// How long a guest with fuel may run from its start. Fuel counts
+/// operations, not time: a `memory.grow` that moves a 16 MiB memory costs
+/// one unit and milliseconds, and a loop of them spends a budget of 2·10⁶
+/// in seconds on a loaded machine (the first run flagged one after 1 s).
+/// A guest that is never charged runs on forever, so this still catches it.
+const FUEL_ESCAPE: Duration = Duration::from_secs(10);
 
 #[derive(Clone, Copy, Debug)]
 enum Mode {
@@ -191,6 +197,10 @@ fn guarded<R>(
     what: &str,
     f: impl FnOnce(&mut wasmtime::Store<ours::Host>) -> R,
 ) -> R {
+    let escape = match mode {
+        Mode::Fuel { .. } => FUEL_ESCAPE,
+        _ => ESCAPE,
+    };
     let (tick_every, deciding_tick) = match mode {
         Mode::Epoch { timeout } => (Some(timeout), 1),
         Mode::EpochCallback { timeout, continues } => {
@@ -212,20 +222,20 @@ fn guarded<R>(
     let watchdog = {
         let engine = engine.clone();
         let decided_at = decided_at.clone();
-        let message = format!("{what:?} did not stop within {ESCAPE:?}\n{context}");
+        let message = format!("{what:?} did not stop within {escape:?}\n{context}");
         std::thread::spawn(move || {
             let mut ticks = 0;
             loop {
                 let wait = match tick_every {
                     Some(timeout) if ticks < deciding_tick => timeout,
                     Some(timeout) => timeout.max(Duration::from_millis(1)),
-                    None => ESCAPE,
+                    None => escape,
                 };
                 match done_rx.recv_timeout(wait) {
                     Err(RecvTimeoutError::Timeout) => {}
                     _ => return,
                 }
-                if ticks >= deciding_tick && decided_at.lock().unwrap().elapsed() > ESCAPE {
+                if ticks >= deciding_tick && decided_at.lock().unwrap().elapsed() > escape {
                     eprintln!("GUEST ESCAPED: {message}");
                     std::process::abort();
                 }
