@@ -42,15 +42,16 @@ struct Info {
 }
 
 impl Info {
-    /// Exports for the defined functions that have none, under names no
-    /// other export uses.
-    fn missing_func_exports(&self) -> Vec<(String, u32)> {
+    /// Adds to `exports` an export for each defined function that has
+    /// none, under a name no other export uses.
+    fn add_missing_func_exports(&self, exports: &mut wasm_encoder::ExportSection) {
         let defined = self.imported_funcs..self.imported_funcs + self.defined.len() as u32;
-        defined
-            .filter(|index| !self.func_exports.iter().any(|(_, i)| i == index))
-            .map(|index| (format!("never_return_func{index}"), index))
-            .filter(|(name, _)| !self.export_names.contains(name))
-            .collect()
+        for index in defined.filter(|index| !self.func_exports.iter().any(|(_, i)| i == index)) {
+            let name = format!("never_return_func{index}");
+            if !self.export_names.contains(&name) {
+                exports.export(&name, wasm_encoder::ExportKind::Func, index);
+            }
+        }
     }
 }
 
@@ -164,9 +165,7 @@ impl Reencode for NeverReturn {
         section: wasmparser::ExportSectionReader<'_>,
     ) -> Result<(), reencode::Error<Self::Error>> {
         reencode::utils::parse_export_section(self, exports, section)?;
-        for (name, index) in self.info.missing_func_exports() {
-            exports.export(&name, wasm_encoder::ExportKind::Func, index);
-        }
+        self.info.add_missing_func_exports(exports);
         Ok(())
     }
 
@@ -192,9 +191,7 @@ impl Reencode for NeverReturn {
         if exports_due && !self.info.has_export_section && !self.exports_added {
             self.exports_added = true;
             let mut exports = wasm_encoder::ExportSection::new();
-            for (name, index) in self.info.missing_func_exports() {
-                exports.export(&name, wasm_encoder::ExportKind::Func, index);
-            }
+            self.info.add_missing_func_exports(&mut exports);
             if !exports.is_empty() {
                 module.section(&exports);
             }
