@@ -5,12 +5,13 @@
 //! cargo run --release -p wasmtime-mmu-benches -- kernels [--runs N] [--filter NAME[,NAME...]]
 //! cargo run --release -p wasmtime-mmu-benches -- interrupt-overhead [--runs N] [--filter NAME[,NAME...]]
 //! cargo run --release -p wasmtime-mmu-benches -- stacks [--runs N]
-//! cargo run --release -p wasmtime-mmu-benches -- sightglass [--benchmarks DIR] [--runs N] [--quick] [--filter NAME[,NAME...]] [--mode plain|epochs|fuel|all] [--engine ours|upstream] [--list]
+//! cargo run --release -p wasmtime-mmu-benches -- sightglass [--benchmarks DIR] [--runs N] [--quick] [--filter NAME[,NAME...]] [--mode plain|epochs|fuel|all] [--engine ours|upstream] [--list] [--trace]
 //! ```
 
 mod interrupt;
 mod kernels;
 mod modes;
+mod probe;
 mod sightglass;
 mod stacks;
 mod stats;
@@ -21,7 +22,7 @@ use std::path::PathBuf;
 
 const USAGE: &str = "usage: bench kernels|interrupt-overhead|stacks|sightglass [--runs N] \
      [--filter NAME[,NAME...]] [--benchmarks DIR] [--quick] [--mode plain|epochs|fuel|all] \
-     [--engine ours|upstream] [--list]";
+     [--engine ours|upstream] [--list] [--trace]";
 
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
@@ -66,6 +67,9 @@ pub struct Options {
     pub engine: Option<String>,
     /// `sightglass`: print the selected programs' names and run nothing.
     pub list: bool,
+    /// `sightglass`: print every iteration's numbers to stderr, with the
+    /// machine's speed and stolen time around it (see `sightglass::Probe`).
+    pub trace: bool,
 }
 
 impl Options {
@@ -78,6 +82,7 @@ impl Options {
             modes: Vec::new(),
             engine: None,
             list: false,
+            trace: false,
         };
         while let Some(arg) = args.next() {
             match arg.as_str() {
@@ -105,6 +110,11 @@ impl Options {
                 }
                 "--quick" => options.quick = true,
                 "--list" => options.list = true,
+                "--trace" => options.trace = true,
+                "-h" | "--help" => {
+                    println!("{USAGE}");
+                    std::process::exit(0);
+                }
                 "--engine" => {
                     let value = args.next().unwrap_or_default();
                     if !["ours", "upstream"].contains(&value.as_str()) {

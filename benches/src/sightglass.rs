@@ -26,6 +26,7 @@ use crate::Options;
 #[path = "../../tests/sightglass/manifest.rs"]
 mod manifest;
 use crate::modes::Mode;
+use crate::probe::{Probe, stolen_ticks};
 use crate::stats::{geomean, median, median_f64, ms, ratio};
 use anyhow::{Context, Result, bail};
 use manifest::{compare, expected, skip_reason};
@@ -673,12 +674,18 @@ pub fn run(options: &Options) -> Result<()> {
         ]);
     }
 
+    let probe = options.trace.then(|| {
+        eprintln!(
+            "trace\tprogram\tmode\titeration\tengine\texecute_ms\texecute_cpu_ms\tfaults\talu_probe_ms\tmemory_probe_ms\tstolen_ticks"
+        );
+        Probe::new()
+    });
     let started = Instant::now();
     let mut rows = Vec::new();
     let mut failures = Vec::new();
     for program in &programs {
         let t = Instant::now();
-        match measure(program, &modes, &engines, runs) {
+        match measure(program, &modes, &engines, runs, probe.as_ref()) {
             Ok(row) => {
                 let m = &row.medians[0];
                 eprintln!(
@@ -774,12 +781,15 @@ fn run_single(engine: &str, programs: &[Program], modes: &[Mode], runs: usize) -
 }
 
 /// Runs one program `runs` times in every (mode, engine) pair, alternating
-/// the engines and which of them goes first.
+/// the engines and which of them goes first. With a `probe` (`--trace`),
+/// prints each iteration's numbers to stderr, with the machine's speed just
+/// before it and the time stolen from the VM during it.
 fn measure(
     program: &Program,
     modes: &[Mode],
     engines: &[[Box<dyn Engine>; 2]],
     runs: usize,
+    probe: Option<&Probe>,
 ) -> Result<Row> {
     let wasm = std::fs::read(&program.wasm)
         .with_context(|| format!("reading {}", program.wasm.display()))?;
@@ -795,8 +805,26 @@ fn measure(
                     let engine = ["ours", "upstream"][e];
                     format!("{engine}, {}, iteration {}", modes[m].name(), i + 1)
                 };
+                let before = probe.map(|p| (p.alu(), p.memory(), stolen_ticks()));
                 let sample = pair[e].iteration(&wasm, dir).with_context(what)?;
                 expected.check(&sample).with_context(what)?;
+                if let Some((alu, memory, stolen_before)) = before {
+                    let stolen = stolen_before
+                        .zip(stolen_ticks())
+                        .map_or("-".to_owned(), |(b, a)| (a - b).to_string());
+                    eprintln!(
+                        "trace\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{stolen}",
+                        program.name,
+                        modes[m].name(),
+                        i + 1,
+                        ["ours", "upstream"][e],
+                        ms(sample.execute),
+                        ms(sample.execute_cpu),
+                        sample.execute_faults,
+                        ms(alu),
+                        ms(memory),
+                    );
+                }
                 no_end |= !sample.ended;
                 samples[m][e].push(sample);
             }
