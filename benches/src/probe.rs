@@ -9,9 +9,8 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-/// Dependent multiply-adds of [`alu`]: about a millisecond of pure
-/// register work.
-const ALU_STEPS: u64 = 1 << 20;
+/// Rounds of [`Probe::alu`]: a few milliseconds of register work.
+const ALU_STEPS: u64 = 1 << 19;
 
 /// Loads of [`memory`]'s pointer chase, each depending on the one before.
 const CHASE_STEPS: usize = 1 << 14;
@@ -44,12 +43,20 @@ impl Probe {
         Probe { chase }
     }
 
-    /// Time of [`ALU_STEPS`] dependent multiply-adds: the vCPU's speed.
+    /// Time of [`ALU_STEPS`] rounds of four independent multiply-xor-shift
+    /// chains: the core's execution throughput. Four chains keep the
+    /// multiplier and ALU ports busy, as crypto code does, so the probe
+    /// slows when another hardware thread shares the core (a single
+    /// dependent chain waits on latency and would not notice).
     pub fn alu(&self) -> Duration {
         let start = Instant::now();
-        let mut x = 1_u64;
+        let mut x = [1_u64, 2, 3, 4];
         for i in 0..ALU_STEPS {
-            x = black_box(x.wrapping_mul(0x5851_f42d_4c95_7f2d).wrapping_add(i));
+            for (k, v) in x.iter_mut().enumerate() {
+                *v =
+                    (v.wrapping_mul(0x5851_f42d_4c95_7f2d) ^ (*v >> 29)).wrapping_add(i + k as u64);
+            }
+            x = black_box(x);
         }
         black_box(x);
         start.elapsed()
