@@ -7,7 +7,7 @@
 #   benches/sightglass-instructions.sh NAME[,NAME...]       # a `--filter` list
 #
 # Needs valgrind (Debian's `valgrind`). Under callgrind everything runs ~50×
-# slower: every program takes hours, a short list minutes. The two engines of
+# slower: all 121 programs take about an hour, a short list minutes. The two engines of
 # a program run side by side, one process each; the markdown table goes to
 # stdout, progress to stderr.
 set -euo pipefail
