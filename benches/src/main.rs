@@ -68,7 +68,7 @@ pub struct Options {
     /// `sightglass`: print the selected programs' names and run nothing.
     pub list: bool,
     /// `sightglass`: print every iteration's numbers to stderr, with the
-    /// machine's speed and stolen time around it (see `sightglass::Probe`).
+    /// machine's speed and stolen time around it (see `probe::Probe`).
     pub trace: bool,
 }
 

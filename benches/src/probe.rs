@@ -6,13 +6,14 @@
 //! the same time every iteration; when an engine's iteration takes twice as
 //! long and a probe beside it does too, the machine changed, not the engine.
 
+use crate::sightglass::FixedRandom;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 /// Rounds of [`Probe::alu`]: a few milliseconds of register work.
 const ALU_STEPS: u64 = 1 << 19;
 
-/// Loads of [`memory`]'s pointer chase, each depending on the one before.
+/// Loads of [`Probe::memory`]'s pointer chase, each depending on the one before.
 const CHASE_STEPS: usize = 1 << 14;
 
 /// The chased array: 32 MiB of `usize`, larger than this VM's last-level
@@ -28,16 +29,12 @@ pub struct Probe {
 
 impl Probe {
     pub fn new() -> Probe {
-        // A single cycle through all slots (Sattolo's shuffle), with a fixed
-        // SplitMix-style generator so that every run walks the same path.
+        // A single cycle through all slots (Sattolo's shuffle), drawn from
+        // the benchmarks' fixed random stream so every run walks the same path.
+        let mut random = FixedRandom::new();
         let mut chase: Vec<usize> = (0..CHASE_LEN).collect();
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
         for i in (1..CHASE_LEN).rev() {
-            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            let j = ((z ^ (z >> 31)) % i as u64) as usize;
+            let j = (random.next_u64() % i as u64) as usize;
             chase.swap(i, j);
         }
         Probe { chase }
