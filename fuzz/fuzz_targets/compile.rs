@@ -22,6 +22,7 @@ fuzz_target!(|data: &[u8]| {
         },
         epochs: Epochs::Off,
         fuel: Fuel::Off,
+        asynchronous: false,
     });
     let Some(ours) = ours_compile(&engine, data) else {
         stats::exec_done();

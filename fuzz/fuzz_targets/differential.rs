@@ -6,7 +6,8 @@
 //! the input ends there (`skip_upstream_out_of_fuel`), so ours only runs
 //! steps that terminate. Our configuration is drawn from the input (see
 //! `config.rs`); when one of its interruption knobs cuts a step short, the
-//! input ends there too (`skip_ours_*`). A stack overflow must happen in
+//! input ends there too (`skip_ours_*`); its yielding knobs (async calls
+//! that yield at epoch checks or fuel intervals) must change nothing. A stack overflow must happen in
 //! both, but ends the input as well (`stop_after_stack_overflow`): the
 //! depth at which it happens is the engine's to choose. See `dump` for
 //! writing out the module of an input.
@@ -17,6 +18,7 @@ use arbitrary::Result;
 use libfuzzer_sys::fuzz_target;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use wasmtime_mmu_fuzz::compare::{outcomes_match, snapshots_match};
 use wasmtime_mmu_fuzz::config::{Epochs, Fuel, OursConfig, UPSTREAM_FUEL};
@@ -71,7 +73,13 @@ fn run(data: &[u8]) -> Result<()> {
         stats::bump("skip_upstream_out_of_fuel");
         return Ok(());
     }
-    let our_instance = interrupts.around(&mut our_store, |s| ours::instantiate(s, &our_module));
+    let our_instance = interrupts.around(&mut our_store, |s| {
+        if config.asynchronous {
+            block_on(ours::instantiate_async(s, &our_module))
+        } else {
+            ours::instantiate(s, &our_module)
+        }
+    });
     let (up_instance, our_instance) = match (up_instance, our_instance) {
         (Ok(up), Ok(ours)) => (up, ours),
         (Err(up), Err(ours)) => {
@@ -128,7 +136,11 @@ fn run(data: &[u8]) -> Result<()> {
         let up_fuel_used = UPSTREAM_FUEL - up_store.get_fuel().unwrap();
 
         let ours = interrupts.around(&mut our_store, |s| {
-            ours::call(s, &our_instance, name, &args)
+            if config.asynchronous {
+                block_on(ours::call_async(s, &our_instance, name, &args))
+            } else {
+                ours::call(s, &our_instance, name, &args)
+            }
         });
         if interrupts.cut_short(&ours) {
             return Ok(());
@@ -181,6 +193,23 @@ fn dump(wasm: &[u8], u: &arbitrary::Unstructured<'_>) {
     }
 }
 
+/// Polls `future` until it finishes, as an executor would, and counts how
+/// often it yielded (`ours_async_yields`; `ours_async_steps` counts the
+/// calls and instantiations run this way).
+fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut context = Context::from_waker(Waker::noop());
+    let mut yields = 0;
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut context) {
+            stats::bump("ours_async_steps");
+            stats::add("ours_async_yields", yields);
+            return output;
+        }
+        yields += 1;
+    }
+}
+
 /// Ours' interruption knobs applied around each step.
 struct OursInterrupts {
     epochs: Epochs,
@@ -210,10 +239,30 @@ impl OursInterrupts {
                 });
                 store.set_epoch_deadline(0);
             }
+            Epochs::YieldEvery { checks } => {
+                let seen = Arc::new(AtomicU32::new(0));
+                store.epoch_deadline_callback(move |_| {
+                    let n = seen.fetch_add(1, Ordering::Relaxed) + 1;
+                    Ok(if n.is_multiple_of(checks) {
+                        wasmtime::UpdateDeadline::Yield(0)
+                    } else {
+                        wasmtime::UpdateDeadline::Continue(0)
+                    })
+                });
+                store.set_epoch_deadline(0);
+            }
         }
         let fuel_given = match config.fuel {
             Fuel::Off => None,
-            Fuel::Ample { factor } => Some(UPSTREAM_FUEL * u64::from(factor)),
+            Fuel::Ample {
+                factor,
+                yield_interval,
+            } => {
+                if yield_interval.is_some() {
+                    store.fuel_async_yield_interval(yield_interval).unwrap();
+                }
+                Some(UPSTREAM_FUEL * u64::from(factor))
+            }
         };
         OursInterrupts {
             epochs: config.epochs,

@@ -99,10 +99,15 @@ fn run(data: &[u8]) -> Result<()> {
     }
     let mode = Mode::arbitrary(&mut u)?;
     let mut config = OursConfig::arbitrary(&mut u)?;
+    // Calls here are synchronous: an interrupt must stop them, not yield.
+    config.asynchronous = false;
     match mode {
         Mode::Fuel { .. } => {
             config.epochs = Epochs::Off;
-            config.fuel = Fuel::Ample { factor: 1 };
+            config.fuel = Fuel::Ample {
+                factor: 1,
+                yield_interval: None,
+            };
         }
         _ => {
             config.epochs = Epochs::Far;

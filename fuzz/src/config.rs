@@ -4,8 +4,9 @@
 //! [`OursConfig::arbitrary`] and applied in [`OursConfig::engine_config`] /
 //! [`OursConfig::prepare_store`]. None of them may change a result; the
 //! interruption knobs may only cut a run short, which the differential
-//! target then counts as a skip. A new knob (MMU interruption, when it
-//! lands) is one more field, one more draw and one more `apply` line.
+//! target then counts as a skip, and the yielding knobs may not even do
+//! that. A new knob (MMU interruption, when it lands) is one more field,
+//! one more draw and one more `apply` line.
 
 use arbitrary::{Result, Unstructured};
 use wasmparser::WasmFeatures;
@@ -62,6 +63,13 @@ pub enum Epochs {
     AfterChecks {
         checks: u32,
     },
+    /// Compiled in; the deadline is always reached and a callback makes
+    /// every `checks`-th epoch check yield to the executor and the others
+    /// continue (only with [`OursConfig::asynchronous`]): yields at
+    /// arbitrary check points, which must not change any result.
+    YieldEvery {
+        checks: u32,
+    },
 }
 
 /// Fuel in ours.
@@ -70,8 +78,13 @@ pub enum Fuel {
     Off,
     /// `factor` times what upstream gets, so a call upstream finishes
     /// should never run out in ours unless fuel is counted differently.
+    /// With a `yield_interval` (only with [`OursConfig::asynchronous`]),
+    /// the call also yields to the executor every that many units
+    /// (`Store::fuel_async_yield_interval`), which must change neither a
+    /// result nor the fuel used.
     Ample {
         factor: u8,
+        yield_interval: Option<u64>,
     },
 }
 
@@ -85,6 +98,9 @@ pub struct OursConfig {
     pub memory: MemoryKnobs,
     pub epochs: Epochs,
     pub fuel: Fuel,
+    /// Instantiation and calls go through the `*_async` entry points, on a
+    /// fiber, polled by a busy-waiting executor until they finish.
+    pub asynchronous: bool,
 }
 
 impl OursConfig {
@@ -98,19 +114,28 @@ impl OursConfig {
         // that with a reservation that covers every 32-bit memory.
         let may_move = reservation < (4 << 30) || u.arbitrary()?;
         let guard_before = u.arbitrary()?;
-        let epochs = match u.int_in_range(0..=5)? {
+        let asynchronous = u.ratio(1, 3)?;
+        let epochs = match u.int_in_range(0..=if asynchronous { 7 } else { 5 })? {
             0 | 1 => Epochs::Off,
             2 => Epochs::Far,
             3 => Epochs::Timer {
                 delay_us: u.int_in_range(0..=2000)?,
             },
-            _ => Epochs::AfterChecks {
+            4 | 5 => Epochs::AfterChecks {
                 checks: u.int_in_range(0..=200)?,
+            },
+            _ => Epochs::YieldEvery {
+                checks: u.int_in_range(1..=200)?,
             },
         };
         let fuel = if u.arbitrary()? {
             Fuel::Ample {
                 factor: u.int_in_range(1..=4)?,
+                yield_interval: if asynchronous && u.arbitrary()? {
+                    Some(u.int_in_range(1..=20_000)?)
+                } else {
+                    None
+                },
             }
         } else {
             Fuel::Off
@@ -126,6 +151,7 @@ impl OursConfig {
             },
             epochs,
             fuel,
+            asynchronous,
         })
     }
 

@@ -165,6 +165,7 @@ pub fn instantiate(
     linker.instantiate(&mut *store, module).map_err(classify)
 }
 
+
 /// Exported functions: name and parameter kinds, in export order.
 pub fn exported_funcs(module: &wt::Module) -> Vec<(String, Vec<Kind>)> {
     module
@@ -179,28 +180,46 @@ pub fn exported_funcs(module: &wt::Module) -> Vec<(String, Vec<Kind>)> {
         .collect()
 }
 
+/// The exported function `name`, its parameters made from `args` and room
+/// for its results.
+fn prepare_call(
+    store: &mut wt::Store<Host>,
+    instance: &wt::Instance,
+    name: &str,
+    args: &[Value],
+) -> Result<(wt::Func, Vec<wt::Val>, Vec<wt::Val>), Outcome> {
+    let func = instance
+        .get_func(&mut *store, name)
+        .expect("exported function");
+    let ty = func.ty(&*store);
+    let params = args
+        .iter()
+        .map(|arg| to_val(&mut *store, *arg))
+        .collect::<wt::Result<Vec<_>>>()
+        .map_err(classify)?;
+    let results = vec![wt::Val::I32(0); ty.results().len()];
+    Ok((func, params, results))
+}
+
+fn call_outcome(store: &wt::Store<Host>, called: wt::Result<()>, results: &[wt::Val]) -> Outcome {
+    match called {
+        Ok(()) => Outcome::Returned(results.iter().map(|r| from_val(store, r)).collect()),
+        Err(e) => classify(e),
+    }
+}
+
 pub fn call(
     store: &mut wt::Store<Host>,
     instance: &wt::Instance,
     name: &str,
     args: &[Value],
 ) -> Outcome {
-    let func = instance
-        .get_func(&mut *store, name)
-        .expect("exported function");
-    let ty = func.ty(&*store);
-    let mut params = Vec::with_capacity(args.len());
-    for arg in args {
-        match to_val(&mut *store, *arg) {
-            Ok(v) => params.push(v),
-            Err(e) => return classify(e),
-        }
-    }
-    let mut results = vec![wt::Val::I32(0); ty.results().len()];
-    match func.call(&mut *store, &params, &mut results) {
-        Ok(()) => Outcome::Returned(results.iter().map(|r| from_val(&*store, r)).collect()),
-        Err(e) => classify(e),
-    }
+    let (func, params, mut results) = match prepare_call(store, instance, name, args) {
+        Ok(prepared) => prepared,
+        Err(outcome) => return outcome,
+    };
+    let called = func.call(&mut *store, &params, &mut results);
+    call_outcome(store, called, &results)
 }
 
 pub fn snapshot(

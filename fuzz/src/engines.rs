@@ -1,9 +1,40 @@
 //! The two engines behind one interface: [`ours`] and [`upstream`] are the
-//! same source (`engine_body.rs`) compiled against each engine's crate.
+//! same source (`engine_body.rs`) compiled against each engine's crate;
+//! ours adds the `*_async` entry points.
 
 pub mod ours {
     use wasmtime as wt;
     include!("engine_body.rs");
+
+    // Only ours runs asynchronously (upstream is built without its `async`
+    // feature), so these two live here and not in `engine_body.rs`.
+
+    /// [`instantiate`] through `Linker::instantiate_async`.
+    pub async fn instantiate_async(
+        store: &mut wt::Store<Host>,
+        module: &wt::Module,
+    ) -> Result<wt::Instance, Outcome> {
+        let linker = define_imports(store, module).map_err(classify)?;
+        linker
+            .instantiate_async(&mut *store, module)
+            .await
+            .map_err(classify)
+    }
+
+    /// [`call`] through `Func::call_async`.
+    pub async fn call_async(
+        store: &mut wt::Store<Host>,
+        instance: &wt::Instance,
+        name: &str,
+        args: &[Value],
+    ) -> Outcome {
+        let (func, params, mut results) = match prepare_call(store, instance, name, args) {
+            Ok(prepared) => prepared,
+            Err(outcome) => return outcome,
+        };
+        let called = func.call_async(&mut *store, &params, &mut results).await;
+        call_outcome(store, called, &results)
+    }
 }
 
 pub mod upstream {
