@@ -156,7 +156,14 @@ fn run(data: &[u8]) -> Result<()> {
             stats::bump("stop_after_stack_overflow");
             return Ok(());
         }
-        if let Some(given) = interrupts.fuel_given {
+        if interrupts.fuel_yields && up.trap_name().is_some() {
+            // What a trapping call loses of its register-held count depends
+            // on where the last refill stored it, so under a yield interval
+            // upstream itself uses different fuel for it than without one;
+            // tests/fuel_yield_interval.rs pins that ours matches upstream
+            // there (finding 5 in docs/fuzzing.md).
+            stats::bump("fuel_not_compared_trap_under_yield_interval");
+        } else if let Some(given) = interrupts.fuel_given {
             // Fuel used is observable (`Store::get_fuel`) and must match
             // upstream's (finding 2 in docs/fuzzing.md was a difference).
             let used = given - our_store.get_fuel().unwrap();
@@ -214,6 +221,8 @@ fn block_on<F: Future>(future: F) -> F::Output {
 struct OursInterrupts {
     epochs: Epochs,
     fuel_given: Option<u64>,
+    /// Fuel runs with an async yield interval.
+    fuel_yields: bool,
     engine: wasmtime::Engine,
 }
 
@@ -267,6 +276,13 @@ impl OursInterrupts {
         OursInterrupts {
             epochs: config.epochs,
             fuel_given,
+            fuel_yields: matches!(
+                config.fuel,
+                Fuel::Ample {
+                    yield_interval: Some(_),
+                    ..
+                }
+            ),
             engine: store.engine().clone(),
         }
     }
