@@ -3,9 +3,9 @@
 //! The `differential` fuzz target compares the fuel a call uses in ours,
 //! run with `Store::fuel_async_yield_interval`, against upstream run without
 //! one. For a call that traps these legitimately differ: compiled code keeps
-//! its count in a register and stores it only at calls, returns and fuel
-//! checks, so what a trap loses depends on where the last refill from the
-//! reserve (one per interval) stored it. This test pins that both engines
+//! its count in a register and stores it only at calls, returns and when a
+//! check finds it exhausted (a refill from the reserve, one per interval),
+//! so what a trap loses depends on where the last refill happened. This test pins that both engines
 //! agree exactly, interval by interval, on returning and trapping calls
 //! alike (finding 5 in docs/fuzzing.md), so the fuzz target may skip the
 //! comparison for trapping calls under an interval without hiding a bug.
