@@ -7,9 +7,10 @@
 //! steps that terminate. Our configuration is drawn from the input (see
 //! `config.rs`); when one of its interruption knobs cuts a step short, the
 //! input ends there too (`skip_ours_*`); its yielding knobs (async calls
-//! that yield at epoch checks or fuel intervals) must change nothing. A stack overflow must happen in
-//! both, but ends the input as well (`stop_after_stack_overflow`): the
-//! depth at which it happens is the engine's to choose. See `dump` for
+//! that yield at epoch checks or fuel intervals) must change nothing. A
+//! stack overflow must happen in both, but ends the input as well
+//! (`stop_after_stack_overflow`): the depth at which it happens is the
+//! engine's to choose. See `dump` for
 //! writing out the module of an input.
 
 #![no_main]
@@ -261,8 +262,8 @@ impl OursInterrupts {
                 store.set_epoch_deadline(0);
             }
         }
-        let fuel_given = match config.fuel {
-            Fuel::Off => None,
+        let (fuel_given, fuel_yields) = match config.fuel {
+            Fuel::Off => (None, false),
             Fuel::Ample {
                 factor,
                 yield_interval,
@@ -270,19 +271,16 @@ impl OursInterrupts {
                 if yield_interval.is_some() {
                     store.fuel_async_yield_interval(yield_interval).unwrap();
                 }
-                Some(UPSTREAM_FUEL * u64::from(factor))
+                (
+                    Some(UPSTREAM_FUEL * u64::from(factor)),
+                    yield_interval.is_some(),
+                )
             }
         };
         OursInterrupts {
             epochs: config.epochs,
             fuel_given,
-            fuel_yields: matches!(
-                config.fuel,
-                Fuel::Ample {
-                    yield_interval: Some(_),
-                    ..
-                }
-            ),
+            fuel_yields,
             engine: store.engine().clone(),
         }
     }

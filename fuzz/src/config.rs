@@ -81,7 +81,8 @@ pub enum Fuel {
     /// With a `yield_interval` (only with [`OursConfig::asynchronous`]),
     /// the call also yields to the executor every that many units
     /// (`Store::fuel_async_yield_interval`), which must change neither a
-    /// result nor the fuel used.
+    /// result nor the fuel a returning call uses (a trapping call's differs
+    /// in upstream too: finding 5 in docs/fuzzing.md).
     Ample {
         factor: u8,
         yield_interval: Option<u64>,
