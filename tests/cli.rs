@@ -323,6 +323,36 @@ fn fuel_and_timeout_interrupt() {
     assert_status(&o, 0);
 }
 
+/// `-Wtimeout` with `-Wmmu-interruption=y` stops a runaway guest through the
+/// MMU, with exactly the message and exit status of the epoch timeout; a
+/// guest that finishes in time is not disturbed.
+#[test]
+fn mmu_timeout_matches_epoch_timeout() {
+    let t = tool();
+    let epoch = run(&["-Wtimeout=200ms", &t, "loop"]);
+    let start = std::time::Instant::now();
+    let mmu = run(&["-Wtimeout=200ms", "-Wmmu-interruption=y", &t, "loop"]);
+    assert!(start.elapsed() < std::time::Duration::from_secs(30));
+    assert_status(&mmu, 134);
+    assert_eq!(mmu.status.code(), epoch.status.code());
+    assert!(
+        stderr(&mmu).contains("wasm trap: interrupt"),
+        "{}",
+        stderr(&mmu)
+    );
+    assert_eq!(
+        stderr(&mmu),
+        stderr(&epoch),
+        "same message, backtrace included"
+    );
+
+    let o = run(&["-W", "timeout=10s,mmu-interruption=y", &t, "args"]);
+    assert_status(&o, 0);
+    // MMU interruption without a timeout only adds polls.
+    let o = run(&["-Wmmu-interruption=y", &t, "args"]);
+    assert_status(&o, 0);
+}
+
 /// `-W max-memory-size` refuses growth past it (Wasm sees -1), and with
 /// `trap-on-grow-failure` the refusal traps with the limiter's message.
 #[test]

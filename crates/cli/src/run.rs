@@ -161,9 +161,41 @@ struct Resolved {
     limits: StoreLimits,
     fuel: Option<u64>,
     timeout: Option<Duration>,
+    mmu_interruption: bool,
     unknown_exports_allow: Option<bool>,
     unknown_imports_trap: bool,
     wasi: WasiOptions,
+}
+
+/// The thread that stops a guest through the MMU once `-Wtimeout` has
+/// elapsed. An MMU interrupt is dropped when it arrives between two calls
+/// (between instantiation, `_initialize` and the entry point), unlike an
+/// epoch tick, so past the timeout the thread keeps interrupting every
+/// millisecond until the run is over.
+struct TimeoutThread {
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl TimeoutThread {
+    fn mmu(timeout: Duration, interrupter: wasmtime::MmuInterrupter) -> TimeoutThread {
+        use std::sync::atomic::Ordering;
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread_done = done.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(timeout);
+            while !thread_done.load(Ordering::SeqCst) {
+                interrupter.interrupt();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        TimeoutThread { done }
+    }
+}
+
+impl Drop for TimeoutThread {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 #[derive(Default)]
@@ -243,6 +275,7 @@ impl RunCommand {
             limits: StoreLimits::default(),
             fuel: None,
             timeout: None,
+            mmu_interruption: false,
             unknown_exports_allow: None,
             unknown_imports_trap: false,
             wasi: WasiOptions::default(),
@@ -351,6 +384,10 @@ impl RunCommand {
                 (Group::Wasm, "epoch-interruption") => {
                     config.epoch_interruption(on);
                 }
+                (Group::Wasm, "mmu-interruption") => {
+                    config.mmu_interruption(on);
+                    r.mmu_interruption = on;
+                }
                 (Group::Wasm, "max-wasm-stack") => {
                     config.max_wasm_stack(usize_of(s)?);
                 }
@@ -414,7 +451,9 @@ impl RunCommand {
         if r.fuel.is_some() {
             config.consume_fuel(true);
         }
-        if r.timeout.is_some() {
+        // The timeout interrupts through the MMU when asked to, and through
+        // epochs otherwise (as upstream).
+        if r.timeout.is_some() && !r.mmu_interruption {
             config.epoch_interruption(true);
         }
         r.config = config;
@@ -478,19 +517,27 @@ impl RunCommand {
         if resolved.unknown_imports_trap {
             linker.define_unknown_imports_as_traps(module)?;
         }
-        if let Some(timeout) = resolved.timeout {
-            // As upstream: one tick past the deadline, delivered by a thread
-            // once the timeout has elapsed, makes the guest trap with
-            // `Trap::Interrupt` at its next epoch check.
-            store.set_epoch_deadline(1);
-            let engine = store.engine().weak();
-            std::thread::spawn(move || {
-                std::thread::sleep(timeout);
-                if let Some(engine) = engine.upgrade() {
-                    engine.increment_epoch();
-                }
-            });
-        }
+        // Ends the timeout thread (if any) when this function returns.
+        let _timeout = match resolved.timeout {
+            Some(timeout) if resolved.mmu_interruption => {
+                Some(TimeoutThread::mmu(timeout, store.mmu_interrupter()?))
+            }
+            Some(timeout) => {
+                // As upstream: one tick past the deadline, delivered by a
+                // thread once the timeout has elapsed, makes the guest trap
+                // with `Trap::Interrupt` at its next epoch check.
+                store.set_epoch_deadline(1);
+                let engine = store.engine().weak();
+                std::thread::spawn(move || {
+                    std::thread::sleep(timeout);
+                    if let Some(engine) = engine.upgrade() {
+                        engine.increment_epoch();
+                    }
+                });
+                None
+            }
+            None => None,
+        };
 
         let instance = linker
             .instantiate(&mut *store, module)

@@ -27,6 +27,8 @@ const FUNCTION_ALIGNMENT: u32 = 16;
 /// User trap code for [`TrapSiteKind::HostCallFailed`]; Wasm traps use
 /// `1 + Trap as u8` (see [`trap_code`]).
 const HOST_CALL_FAILED_CODE: u8 = 250;
+/// User trap code for [`TrapSiteKind::MmuPoll`].
+const MMU_POLL_CODE: u8 = 249;
 
 /// The Cranelift trap code that records `trap`.
 pub(crate) fn trap_code(trap: Trap) -> TrapCode {
@@ -45,6 +47,11 @@ pub(crate) const fn host_call_failed_code() -> TrapCode {
     TrapCode::unwrap_user(HOST_CALL_FAILED_CODE)
 }
 
+/// The Cranelift trap code of an MMU-interruption poll.
+pub(crate) const fn mmu_poll_code() -> TrapCode {
+    TrapCode::unwrap_user(MMU_POLL_CODE)
+}
+
 fn trap_site_kind(code: TrapCode) -> Result<TrapSiteKind> {
     Ok(TrapSiteKind::Trap(match code {
         TrapCode::STACK_OVERFLOW => Trap::StackOverflow,
@@ -53,6 +60,7 @@ fn trap_site_kind(code: TrapCode) -> Result<TrapSiteKind> {
         TrapCode::INTEGER_DIVISION_BY_ZERO => Trap::IntegerDivisionByZero,
         TrapCode::BAD_CONVERSION_TO_INTEGER => Trap::BadConversionToInteger,
         other if other == host_call_failed_code() => return Ok(TrapSiteKind::HostCallFailed),
+        other if other == mmu_poll_code() => return Ok(TrapSiteKind::MmuPoll),
         other => other
             .as_raw()
             .get()

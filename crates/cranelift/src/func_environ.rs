@@ -9,8 +9,8 @@
 //! alias region, so that stores to one kind of data do not force reloads of
 //! another.
 
-use crate::compiler::{host_call_failed_code, value_type, wasm_signature};
-use crate::translate::{EpochState, FuelState, FuncTranslator};
+use crate::compiler::{host_call_failed_code, mmu_poll_code, value_type, wasm_signature};
+use crate::translate::{EpochState, FuelState, FuncTranslator, MmuPollState};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::immediates::{Ieee32, Ieee64, Offset32};
 use cranelift_codegen::ir::types::*;
@@ -730,10 +730,24 @@ impl FuncTranslator<'_, '_> {
         }
     }
 
-    // ---- fuel and epochs ----
+    // ---- fuel, epochs and MMU polls ----
 
-    /// Sets up fuel and epoch state and runs the function-entry checks.
+    /// Sets up fuel, epoch and MMU-poll state and runs the function-entry
+    /// checks.
     pub(crate) fn function_entry(&mut self) {
+        if self.cx.tunables.mmu_interruption {
+            // The page address never changes for an instance, so it is
+            // loaded once; a poll is then a single load through it.
+            let vmctx = self.vmctx;
+            let page = self.load_readonly(vmctx, VMCTX_MMU_INTERRUPT_PAGE_OFFSET);
+            self.mmu = Some(MmuPollState {
+                page,
+                sites: wasmtime_mmu_dead_load::PollSites::new(),
+            });
+            // Like the epoch check below: a call tree without loops must
+            // still be interruptible, so every entry polls.
+            self.mmu_poll();
+        }
         if self.cx.tunables.consume_fuel {
             let var = self.b.declare_var(I64);
             // Entering a function costs one unit, as upstream charges it
@@ -765,6 +779,7 @@ impl FuncTranslator<'_, '_> {
     /// The checks at every loop header (and before expensive bulk
     /// operations).
     pub(crate) fn loop_header_checks(&mut self) {
+        self.mmu_poll();
         if self.fuel.is_some() {
             self.fuel_check();
         }
@@ -902,10 +917,11 @@ impl FuncTranslator<'_, '_> {
         self.b.switch_to_block(cont);
     }
 
-    /// Charges a bulk operation of `units` elements and checks fuel and
-    /// epochs before it unless it is statically cheap, as upstream does.
+    /// Charges a bulk operation of `units` elements and checks fuel, epochs
+    /// and the MMU interrupt page before it unless it is statically cheap,
+    /// as upstream does for fuel and epochs.
     fn before_bulk_op(&mut self, units: Value) {
-        if self.fuel.is_none() && self.epoch.is_none() {
+        if self.fuel.is_none() && self.epoch.is_none() && self.mmu.is_none() {
             return;
         }
         let constant = self.iconst_value(units);
@@ -931,6 +947,19 @@ impl FuncTranslator<'_, '_> {
             return;
         }
         self.loop_header_checks();
+    }
+
+    /// Emits one MMU poll (a dead load from the interrupt page) when MMU
+    /// interruption is on. It is not a call: no register is clobbered and a
+    /// leaf function stays a leaf.
+    fn mmu_poll(&mut self) {
+        let Some(mmu) = &mut self.mmu else { return };
+        wasmtime_mmu_dead_load::dead_load_with_context(
+            &mut self.b,
+            &mut mmu.sites,
+            mmu.page,
+            mmu_poll_code(),
+        );
     }
 
     /// The value of `v` if it is an `iconst` (as an unsigned 32-bit count).

@@ -167,6 +167,15 @@ pub(crate) struct EpochState {
     pub counter_ptr_var: Variable,
 }
 
+/// MMU-interruption state (see `func_environ.rs`).
+pub(crate) struct MmuPollState {
+    /// The store's interrupt page, loaded once in the entry block (which
+    /// dominates every poll).
+    pub page: Value,
+    /// Distinct in-page offsets, one per poll of this function.
+    pub sites: wasmtime_mmu_dead_load::PollSites,
+}
+
 /// Translation state of one function.
 pub(crate) struct FuncTranslator<'a, 'f> {
     pub b: FunctionBuilder<'f>,
@@ -181,6 +190,7 @@ pub(crate) struct FuncTranslator<'a, 'f> {
     pub builtin_sigs: HashMap<u32, ir::SigRef>,
     pub fuel: Option<FuelState>,
     pub epoch: Option<EpochState>,
+    pub mmu: Option<MmuPollState>,
 }
 
 /// Translates the body of one defined function into `func`, validating it
@@ -223,6 +233,7 @@ pub(crate) fn translate_function(
         builtin_sigs: HashMap::new(),
         fuel: None,
         epoch: None,
+        mmu: None,
     };
 
     // Wasm locals are variables 0.., parameters first.

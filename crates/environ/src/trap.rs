@@ -85,16 +85,23 @@ pub enum TrapSiteKind {
     /// The wasm-to-host trampoline found that the host function failed (it
     /// returned an error or panicked); the error is waiting in the store.
     HostCallFailed,
+    /// An MMU-interruption poll: a dead load from the store's interrupt
+    /// page. It faults only while another thread has the page armed, and
+    /// the fault is not a trap: the runtime handles the interrupt and the
+    /// load runs again.
+    MmuPoll,
 }
 
 impl TrapSiteKind {
     const HOST_CALL_FAILED: u8 = 0xff;
+    const MMU_POLL: u8 = 0xfe;
 
     /// Encodes as one byte.
     pub fn to_u8(self) -> u8 {
         match self {
             TrapSiteKind::Trap(t) => t as u8,
             TrapSiteKind::HostCallFailed => Self::HOST_CALL_FAILED,
+            TrapSiteKind::MmuPoll => Self::MMU_POLL,
         }
     }
 
@@ -102,6 +109,7 @@ impl TrapSiteKind {
     pub fn from_u8(byte: u8) -> Option<TrapSiteKind> {
         match byte {
             Self::HOST_CALL_FAILED => Some(TrapSiteKind::HostCallFailed),
+            Self::MMU_POLL => Some(TrapSiteKind::MmuPoll),
             b => Trap::from_u8(b).map(TrapSiteKind::Trap),
         }
     }

@@ -22,6 +22,10 @@ pub struct Tunables {
     pub epoch_interruption: bool,
     /// Whether compiled code counts fuel.
     pub consume_fuel: bool,
+    /// Whether compiled code polls the store's MMU interrupt page (a dead
+    /// load through `VMContextHeader::mmu_interrupt_page`) at function
+    /// entries, loop headers and before expensive bulk operations.
+    pub mmu_interruption: bool,
 }
 
 impl Default for Tunables {
@@ -34,6 +38,7 @@ impl Default for Tunables {
             guard_before_linear_memory: true,
             epoch_interruption: false,
             consume_fuel: false,
+            mmu_interruption: false,
         }
     }
 }

@@ -266,6 +266,11 @@ pub struct VMContextHeader {
     pub type_ids: *const VMSharedTypeIndex,
     /// The engine's epoch counter.
     pub epoch_counter: *const AtomicU64,
+    /// The store's MMU interrupt page, which polls read (null when
+    /// `Tunables::mmu_interruption` is off). Kept per instance rather than
+    /// in [`VMStoreContext`] so that a function's entry poll costs one load
+    /// (`vmctx` → page) instead of two; an instance never changes stores.
+    pub mmu_interrupt_page: *const u8,
 }
 
 /// Offset of [`VMContextHeader::magic`].
@@ -279,6 +284,9 @@ pub const VMCTX_BUILTIN_FUNCTIONS_OFFSET: u32 =
 pub const VMCTX_TYPE_IDS_OFFSET: u32 = offset_of!(VMContextHeader, type_ids) as u32;
 /// Offset of [`VMContextHeader::epoch_counter`].
 pub const VMCTX_EPOCH_COUNTER_OFFSET: u32 = offset_of!(VMContextHeader, epoch_counter) as u32;
+/// Offset of [`VMContextHeader::mmu_interrupt_page`].
+pub const VMCTX_MMU_INTERRUPT_PAGE_OFFSET: u32 =
+    offset_of!(VMContextHeader, mmu_interrupt_page) as u32;
 
 /// The layout of one module's `VMContext` (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]

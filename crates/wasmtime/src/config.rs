@@ -678,6 +678,89 @@ impl Config {
         self
     }
 
+    /// Makes compiled code interruptible from other threads through the
+    /// MMU, at almost no cost while no interrupt happens.
+    ///
+    /// ## How it works
+    ///
+    /// Every store gets an *interrupt page* of its own, one readable page
+    /// that holds nothing. Compiled code reads from it — a "poll" whose
+    /// result is thrown away — at every function entry, every loop header
+    /// and before every bulk operation large enough to be charged (the
+    /// same places epochs check). To interrupt, another thread calls
+    /// [`MmuInterrupter::interrupt`](crate::MmuInterrupter::interrupt),
+    /// which makes the page unreadable. The next poll faults; the runtime's
+    /// signal handler recognizes the poll, makes the page readable again
+    /// and hands the thread to the store's MMU-interrupt behaviour:
+    ///
+    /// - [`Store::mmu_interrupt_trap`](crate::Store::mmu_interrupt_trap)
+    ///   (the default): the call stops with [`Trap::Interrupt`];
+    /// - [`Store::mmu_interrupt_async_yield`](crate::Store::mmu_interrupt_async_yield):
+    ///   an async call yields to its executor and later goes on at the
+    ///   poll (a synchronous call just goes on);
+    /// - [`Store::mmu_interrupt_callback`](crate::Store::mmu_interrupt_callback):
+    ///   a callback decides.
+    ///
+    /// When the call goes on, the poll simply runs again; every register is
+    /// restored as it was.
+    ///
+    /// An interrupt is aimed at the call in progress when it is requested.
+    /// It is dropped if no call is in progress, and it never hits a later
+    /// call of the same store. Interrupts that arrive during a host call
+    /// take effect at the first poll after the host function returns.
+    /// [`Engine::running_mmu_interrupters`](crate::Engine::running_mmu_interrupters)
+    /// lists the stores executing WebAssembly right now, which is what a
+    /// time-slicing thread needs.
+    ///
+    /// ## Compared with epochs and fuel
+    ///
+    /// An epoch check ([`Config::epoch_interruption`]) is a load of the
+    /// engine's counter, a compare with the store's deadline and a branch
+    /// at each of the same places; fuel ([`Config::consume_fuel`]) updates
+    /// a counter in every basic block. A poll is one load from a page that
+    /// stays in the cache, with no compare, no branch and no register
+    /// besides the page address. What the poll costs over plain code, and
+    /// what epochs and fuel cost, measured side by side on the Sightglass
+    /// programs, is in `docs/benchmarks.md`.
+    ///
+    /// In exchange an interrupt is more expensive than an epoch tick: the
+    /// interrupter makes one `mprotect` system call (which also makes the
+    /// kernel flush the page from the TLB of every CPU running a thread of
+    /// this process), and the interrupted thread takes a signal. That is a
+    /// few microseconds each, and worth it when interrupts are rare next to
+    /// polls, as in time slicing at a millisecond. Fuel remains the choice
+    /// for deterministic interruption; MMU interrupts, like epochs, land at
+    /// whatever poll runs next.
+    ///
+    /// Like epochs, a bulk operation such as `memory.copy` polls once,
+    /// before it starts.
+    ///
+    /// ## Requirements
+    ///
+    /// Linux on x86_64, and signals-based traps
+    /// ([`Config::signals_based_traps`], on by default). The design and its
+    /// limits are described in `docs/mmu-interruption.md`.
+    ///
+    /// ## Default
+    ///
+    /// Disabled.
+    ///
+    /// # Errors
+    ///
+    /// [`Engine::new`](crate::Engine::new) fails when this is enabled on any
+    /// host other than Linux on x86_64, or together with
+    /// `signals_based_traps(false)`.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    ///
+    /// [`Trap::Interrupt`]: crate::Trap::Interrupt
+    pub fn mmu_interruption(&mut self, enable: bool) -> &mut Self {
+        self.tunables.mmu_interruption = enable;
+        self
+    }
+
     /// Configures whether execution of WebAssembly will "consume fuel" to
     /// either halt or yield execution as desired.
     ///
@@ -839,6 +922,20 @@ impl Config {
     }
 
     pub(crate) fn validate(&self) -> anyhow::Result<()> {
+        if self.tunables.mmu_interruption {
+            if !self.signals_based_traps {
+                anyhow::bail!(
+                    "`Config::mmu_interruption` requires signals-based traps: an interrupt is delivered as a SIGSEGV at a poll (`Config::signals_based_traps(false)` was given)"
+                );
+            }
+            if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+                anyhow::bail!(
+                    "`Config::mmu_interruption` is supported only on Linux on x86_64 (this host is {} {})",
+                    std::env::consts::OS,
+                    std::env::consts::ARCH
+                );
+            }
+        }
         if !self.signals_based_traps {
             anyhow::bail!("disabling signals-based traps is not supported by this runtime");
         }

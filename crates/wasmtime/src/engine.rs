@@ -1,6 +1,7 @@
 //! The [`Engine`]: global compilation and runtime state.
 
 use crate::compile::{ClifOptLevel, Compiler, CompilerConfig};
+use crate::runtime::mmu::{MmuInterrupter, MmuStoreRegistry};
 use crate::runtime::vm::{self, CodeMemory, TypeRegistry};
 use crate::{Config, InstanceAllocationStrategy};
 use anyhow::{Context, Result};
@@ -33,6 +34,8 @@ pub(crate) struct EngineInner {
     /// Wasm-to-host trampolines, compiled on first use per function type
     /// and kept for the engine's life.
     host_trampolines: Mutex<HashMap<VMSharedTypeIndex, Arc<CodeMemory>>>,
+    /// Stores with MMU interruption, for [`Engine::running_mmu_interrupters`].
+    mmu_stores: MmuStoreRegistry,
 }
 
 impl fmt::Debug for Engine {
@@ -109,6 +112,7 @@ impl Engine {
                 epoch: AtomicU64::new(0),
                 stacks,
                 host_trampolines: Mutex::new(HashMap::new()),
+                mmu_stores: MmuStoreRegistry::default(),
             }),
         })
     }
@@ -137,6 +141,27 @@ impl Engine {
     /// keep the engine alive.
     pub fn increment_epoch(&self) {
         self.inner.epoch.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Interrupters for exactly the stores of this engine whose WebAssembly
+    /// is executing now: a call is in progress and not suspended at a yield
+    /// (a call inside a host function counts as executing). Empty unless
+    /// [`Config::mmu_interruption`] is on.
+    ///
+    /// This is what a time-slicing thread needs: every millisecond, say,
+    /// interrupt each store in the list, and with
+    /// [`Store::mmu_interrupt_async_yield`](crate::Store::mmu_interrupt_async_yield)
+    /// each running guest yields to its executor, which then runs the next
+    /// ready task. The list is a snapshot taken under a lock that calls
+    /// never take: a store whose call ends (or that is dropped) right after
+    /// the snapshot is still safe to interrupt, and the interrupt is simply
+    /// dropped because it no longer matches a call in progress.
+    pub fn running_mmu_interrupters(&self) -> Vec<MmuInterrupter> {
+        self.inner.mmu_stores.running()
+    }
+
+    pub(crate) fn mmu_stores(&self) -> &MmuStoreRegistry {
+        &self.inner.mmu_stores
     }
 
     /// Returns a weak reference to this engine, which does not keep it

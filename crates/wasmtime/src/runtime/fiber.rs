@@ -246,7 +246,10 @@ impl<'a, R> Fiber<'a, R> {
         unsafe { traphandlers::restore_suspended_activations(self.activations) };
         let outer_bounds = traphandlers::set_current_fiber_stack(self.bounds);
         // SAFETY: per the contract; the borrow ends before the switch.
-        let outer_limit = unsafe { (*store).replace_stack_limit(self.stack_limit) };
+        let outer_limit = unsafe {
+            (*store).set_mmu_running(true);
+            (*store).replace_stack_limit(self.stack_limit)
+        };
 
         let coroutine = self.coroutine.as_mut().expect("resumed a completed fiber");
         let result = coroutine.resume(input);
@@ -257,6 +260,9 @@ impl<'a, R> Fiber<'a, R> {
         traphandlers::set_current_fiber_stack(outer_bounds);
         match result {
             CoroutineResult::Yield(()) => {
+                // Suspended: an interrupter enumerating running stores must
+                // not see this one until it is resumed.
+                store.set_mmu_running(false);
                 // SAFETY: `outer_activations` was the list before resuming
                 // and the fiber just suspended.
                 self.activations =

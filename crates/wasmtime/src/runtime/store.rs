@@ -25,7 +25,9 @@
 
 use crate::runtime::fiber::{self, AsyncState};
 use crate::runtime::func::{FuncData, FuncKind, HostFunc, VMHostFunc};
+use crate::runtime::mmu::{MmuInterruptDecision, MmuInterrupter};
 use crate::runtime::trap::{FrameInfo, WasmBacktrace};
+use crate::runtime::vm::mmu_interrupt::MmuInterruptState;
 use crate::runtime::vm::{self, CodeMemory, CodeRegistry, RawFrame, TrapRecord};
 use crate::{DEFAULT_INSTANCE_LIMIT, DEFAULT_MEMORY_LIMIT, DEFAULT_TABLE_LIMIT, ResourceLimiter};
 use crate::{Engine, Func, Module, Trap};
@@ -86,6 +88,42 @@ pub(crate) struct StoreInner<T: 'static> {
     pub(crate) data: ManuallyDrop<T>,
     limiter: Option<LimiterFn<T>>,
     epoch_callback: Option<EpochCallback<T>>,
+    mmu_callback: Option<MmuCallback<T>>,
+}
+
+/// What a poll does once an interrupt for the running call has arrived.
+#[derive(Clone, Copy, Debug)]
+enum MmuBehavior {
+    Trap,
+    /// Yield the async call, or continue where that is impossible.
+    Yield,
+    /// Run the callback installed by [`Store::mmu_interrupt_callback`].
+    Callback(MmuAccessor),
+}
+
+/// Runs the MMU-interrupt callback of the `StoreInner<T>` whose
+/// `StoreOpaque` is given.
+type MmuAccessor = unsafe fn(*mut StoreOpaque) -> Result<MmuInterruptDecision>;
+
+/// The MMU-interrupt callback of a `Store<T>`. It gets `&mut T`, not a
+/// store context: see [`Store::mmu_interrupt_callback`].
+type MmuCallback<T> = Box<dyn FnMut(&mut T) -> Result<MmuInterruptDecision> + Send + Sync>;
+
+/// The [`MmuAccessor`] for stores of `T`.
+///
+/// # Safety
+///
+/// `opaque` must be the `StoreOpaque` of a live `StoreInner<T>`; only the
+/// `mmu_callback` and `data` fields are touched.
+unsafe fn mmu_accessor<T: 'static>(opaque: *mut StoreOpaque) -> Result<MmuInterruptDecision> {
+    let inner = opaque.cast::<StoreInner<T>>();
+    // SAFETY: per the contract; the two fields are disjoint and nothing
+    // else borrows them while a poll runs.
+    let (callback, data) = unsafe { (&mut (*inner).mmu_callback, &mut (*inner).data) };
+    match callback {
+        Some(callback) => callback(data),
+        None => Ok(MmuInterruptDecision::Interrupt),
+    }
 }
 
 /// The accessor installed by [`Store::limiter`].
@@ -245,6 +283,12 @@ pub struct StoreOpaque {
     /// [`Store::fuel_async_yield_interval`]).
     fuel_reserve: u64,
     fuel_yield_interval: Option<NonZeroU64>,
+    /// MMU interruption: the state shared with interrupters (when the
+    /// engine has it on), what a poll does, and how deeply calls of this
+    /// store are nested (the generation changes only at the outermost).
+    mmu: Option<Arc<MmuInterruptState>>,
+    mmu_behavior: MmuBehavior,
+    mmu_call_depth: usize,
     limiter: Option<LimiterAccessor>,
     instance_limit: usize,
     memory_limit: usize,
@@ -264,16 +308,37 @@ impl<T> Store<T> {
     ///
     /// The created [`Store`] will place no additional limits on the size of
     /// linear memories or tables at runtime.
+    ///
+    /// # Panics
+    ///
+    /// Panics if the engine has [`Config::mmu_interruption`](crate::Config::mmu_interruption)
+    /// on and the store's interrupt page cannot be mapped (the system is
+    /// out of memory or mappings); [`Store::try_new`] returns that error
+    /// instead.
     pub fn new(engine: &Engine, data: T) -> Self {
+        match Store::try_new(engine, data) {
+            Ok(store) => store,
+            Err(e) => panic!("failed to create a store: {e:#}"),
+        }
+    }
+
+    /// Like [`Store::new`], but returns an error where `new` panics.
+    ///
+    /// # Errors
+    ///
+    /// Fails if the engine has MMU interruption on and the store's
+    /// interrupt page cannot be mapped.
+    pub fn try_new(engine: &Engine, data: T) -> Result<Self> {
         let inner = Box::new(StoreInner {
-            opaque: StoreOpaque::new(engine),
+            opaque: StoreOpaque::new(engine)?,
             data: ManuallyDrop::new(data),
             limiter: None,
             epoch_callback: None,
+            mmu_callback: None,
         });
-        Store {
+        Ok(Store {
             inner: ManuallyDrop::new(inner),
-        }
+        })
     }
 
     /// Access the underlying data owned by this `Store`.
@@ -456,14 +521,69 @@ impl<T> Store<T> {
             .epoch_deadline_async_yield_and_update(delta);
     }
 
-    /// Like [`Store::new`]; provided for upstream API compatibility (it
-    /// never fails here).
+    /// A handle that interrupts this store's WebAssembly from any thread
+    /// (see [`MmuInterrupter`]). Every call returns a handle to the same
+    /// interrupt page.
     ///
     /// # Errors
     ///
-    /// None in this runtime.
-    pub fn try_new(engine: &Engine, data: T) -> Result<Self> {
-        Ok(Store::new(engine, data))
+    /// Fails if the engine was created without
+    /// [`Config::mmu_interruption`](crate::Config::mmu_interruption).
+    pub fn mmu_interrupter(&self) -> Result<MmuInterrupter> {
+        match &self.inner.opaque.mmu {
+            Some(state) => Ok(MmuInterrupter {
+                state: state.clone(),
+            }),
+            None => bail!(
+                "this store's engine was created without `Config::mmu_interruption(true)`, so it has no MMU interrupter"
+            ),
+        }
+    }
+
+    /// After an MMU interrupt, stop the call with [`Trap::Interrupt`] (the
+    /// default).
+    pub fn mmu_interrupt_trap(&mut self) {
+        self.inner.mmu_callback = None;
+        self.inner.opaque.mmu_behavior = MmuBehavior::Trap;
+    }
+
+    /// After an MMU interrupt, yield the async call to its executor and go
+    /// on when it is polled again: cooperative time slicing driven by
+    /// [`MmuInterrupter::interrupt`] (for example from a thread that
+    /// interrupts every store in
+    /// [`Engine::running_mmu_interrupters`](crate::Engine::running_mmu_interrupters)
+    /// every millisecond).
+    ///
+    /// A call that cannot yield (a synchronous call, made with
+    /// [`Func::call`](crate::Func::call) and friends) simply goes on: the
+    /// interrupt is consumed and nothing else happens. Unlike
+    /// [`Store::epoch_deadline_async_yield_and_update`] this therefore does
+    /// not make synchronous calls an error.
+    pub fn mmu_interrupt_async_yield(&mut self) {
+        self.inner.mmu_callback = None;
+        self.inner.opaque.mmu_behavior = MmuBehavior::Yield;
+    }
+
+    /// After an MMU interrupt, ask `callback` what to do.
+    ///
+    /// The callback gets the store's data (`&mut T`) and returns an
+    /// [`MmuInterruptDecision`], or an error, which stops the call with that
+    /// error. It runs on the interrupted thread, inside the call.
+    ///
+    /// Why `&mut T` and not a [`StoreContextMut`], as epoch callbacks get:
+    /// a poll is not a call. Compiled code keeps values it loaded from the
+    /// store (a movable memory's base address, a table's base and length,
+    /// globals, the fuel counter) in registers across a poll, and resumes
+    /// with them afterwards. A callback that could grow a memory or a
+    /// table, or set a global or the fuel, would leave that code using
+    /// stale values, possibly freed memory. The embedder's own data cannot
+    /// be seen by compiled code, so handing it out is safe.
+    pub fn mmu_interrupt_callback(
+        &mut self,
+        callback: impl FnMut(&mut T) -> Result<MmuInterruptDecision> + Send + Sync + 'static,
+    ) {
+        self.inner.mmu_callback = Some(Box::new(callback));
+        self.inner.opaque.mmu_behavior = MmuBehavior::Callback(mmu_accessor::<T>);
     }
 
     /// Configures the [`ResourceLimiter`] used to limit resource creation
@@ -506,6 +626,14 @@ impl<T: fmt::Debug> fmt::Debug for Store<T> {
     }
 }
 
+impl Drop for StoreOpaque {
+    fn drop(&mut self) {
+        if let Some(mmu) = &self.mmu {
+            self.engine.mmu_stores().remove(mmu);
+        }
+    }
+}
+
 impl<T> Drop for Store<T> {
     fn drop(&mut self) {
         // SAFETY: dropped exactly once; the data goes first (it may hold
@@ -518,8 +646,15 @@ impl<T> Drop for Store<T> {
 }
 
 impl StoreOpaque {
-    fn new(engine: &Engine) -> StoreOpaque {
-        StoreOpaque {
+    fn new(engine: &Engine) -> Result<StoreOpaque> {
+        let mmu = if engine.config().tunables.mmu_interruption {
+            let state = Arc::new(MmuInterruptState::new()?);
+            engine.mmu_stores().add(&state);
+            Some(state)
+        } else {
+            None
+        };
+        Ok(StoreOpaque {
             id: StoreId::allocate(),
             engine: engine.clone(),
             vm_store_context: Box::new(UnsafeCell::new(VMStoreContext {
@@ -545,11 +680,93 @@ impl StoreOpaque {
             async_state: AsyncState::default(),
             fuel_reserve: 0,
             fuel_yield_interval: None,
+            mmu,
+            mmu_behavior: MmuBehavior::Trap,
+            mmu_call_depth: 0,
             limiter: None,
             instance_limit: DEFAULT_INSTANCE_LIMIT,
             memory_limit: DEFAULT_MEMORY_LIMIT,
             table_limit: DEFAULT_TABLE_LIMIT,
+        })
+    }
+
+    /// The address of the store's MMU interrupt page (null when MMU
+    /// interruption is off), for instances' `VMContext`s.
+    pub(crate) fn mmu_interrupt_page(&self) -> *const u8 {
+        self.mmu.as_ref().map_or(std::ptr::null(), |m| m.page())
+    }
+
+    /// Marks that this store's call is (`true`) or is not (`false`)
+    /// executing on a thread right now, around fiber switches.
+    pub(crate) fn set_mmu_running(&self, running: bool) {
+        if let Some(mmu) = &self.mmu
+            && self.mmu_call_depth > 0
+        {
+            mmu.set_running(running);
         }
+    }
+
+    /// The MMU-poll path, after a poll of this store's Wasm faulted on the
+    /// armed page: disarms, and if the interrupt was meant for the call in
+    /// progress, applies the store's behaviour. Returns `None` to resume at
+    /// the poll, or the trap to stop the call with (an error is left in
+    /// the store for [`TrapSiteKind::HostCallFailed`]).
+    ///
+    /// # Safety
+    ///
+    /// `store` is the live store whose Wasm is running on this thread, at
+    /// a poll (called from the poll trampoline), not otherwise borrowed.
+    pub(crate) unsafe fn mmu_poll(store: *mut StoreOpaque) -> Option<TrapSiteKind> {
+        // SAFETY: per the contract; the shared state is an `Arc` clone, so
+        // no borrow of the store is held across the behaviour below.
+        let Some(mmu) = (unsafe { (*store).mmu.clone() }) else {
+            // Only stores with a page have polls that can fault on it.
+            return None;
+        };
+        if !mmu.take_request() {
+            return None;
+        }
+        // SAFETY: per the contract.
+        let behavior = unsafe { (*store).mmu_behavior };
+        let decision = match behavior {
+            MmuBehavior::Trap => Ok(MmuInterruptDecision::Interrupt),
+            MmuBehavior::Yield => Ok(MmuInterruptDecision::Yield),
+            // SAFETY: the accessor was installed for this store's `T`.
+            MmuBehavior::Callback(accessor) => unsafe { accessor(store) },
+        };
+        let outcome = match decision {
+            Ok(MmuInterruptDecision::Continue) => Ok(()),
+            Ok(MmuInterruptDecision::Interrupt) => {
+                return Some(TrapSiteKind::Trap(Trap::Interrupt));
+            }
+            // SAFETY: called from this store's Wasm, on its fiber if any.
+            Ok(MmuInterruptDecision::Yield) => unsafe { Self::mmu_yield(store) },
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(()) => None,
+            Err(e) => {
+                // SAFETY: per the contract.
+                unsafe { (*store).set_pending(PendingError::Error(e)) };
+                Some(TrapSiteKind::HostCallFailed)
+            }
+        }
+    }
+
+    /// Yields the async call running `store`'s Wasm once; a call that
+    /// cannot yield goes on. Fails only if the call was cancelled while
+    /// suspended.
+    ///
+    /// # Safety
+    ///
+    /// As for [`StoreOpaque::mmu_poll`].
+    unsafe fn mmu_yield(store: *mut StoreOpaque) -> Result<()> {
+        // SAFETY: per the contract.
+        if unsafe { !(*store).async_state.can_block() } {
+            return Ok(());
+        }
+        // SAFETY: per the contract: on the fiber running this store.
+        unsafe { fiber::with_blocking(store, |cx| cx.block_on(fiber::yield_now()))? }
     }
 
     pub(crate) fn id(&self) -> StoreId {
@@ -1103,12 +1320,26 @@ impl StoreOpaque {
     ) -> Result<()> {
         // SAFETY: the function reference is live (contract).
         let vmctx = unsafe { func_ref.as_ref().vmctx };
+        let mmu_page = match &self.mmu {
+            Some(mmu) => {
+                if self.mmu_call_depth == 0 {
+                    mmu.set_call_in_progress(true);
+                }
+                self.mmu_call_depth += 1;
+                let start = mmu.page() as usize;
+                (start, start + mmu.page_len())
+            }
+            None => (0, 0),
+        };
+        let store: *mut StoreOpaque = self;
         // SAFETY: the store context and code registry live as long as the
         // store; the rest is the caller's contract.
         let result = unsafe {
             vm::traphandlers::call_wasm(
                 vm::traphandlers::EntryStore {
                     store_context: self.vm_store_context_ptr(),
+                    store,
+                    mmu_page,
                     code: self.code_snapshot_ptr(),
                     max_wasm_stack: self.engine.config().max_wasm_stack,
                     max_backtrace_frames: self.max_backtrace_frames(),
@@ -1119,6 +1350,12 @@ impl StoreOpaque {
                 values,
             )
         };
+        if let Some(mmu) = &self.mmu {
+            self.mmu_call_depth -= 1;
+            if self.mmu_call_depth == 0 {
+                mmu.set_call_in_progress(false);
+            }
+        }
         match result {
             Ok(()) => Ok(()),
             Err(record) => Err(self.trap_to_error(*record)),
@@ -1130,6 +1367,9 @@ impl StoreOpaque {
     pub(crate) fn trap_to_error(&mut self, record: TrapRecord) -> anyhow::Error {
         let error = match record.kind {
             TrapSiteKind::Trap(trap) => anyhow::Error::from(trap),
+            // Poll sites never reach here: the handler either redirects a
+            // poll fault to the poll path or chains it as not ours.
+            TrapSiteKind::MmuPoll => anyhow!("an MMU poll was reported as a trap (a runtime bug)"),
             TrapSiteKind::HostCallFailed => match self.pending.take() {
                 Some(PendingError::Error(e)) => e,
                 Some(PendingError::Panic(payload)) => std::panic::resume_unwind(payload),

@@ -8,6 +8,7 @@ pub mod fiber;
 pub mod instance;
 pub mod libcalls;
 pub mod memory;
+pub mod mmu_interrupt;
 pub mod table;
 pub mod traphandlers;
 pub mod type_registry;

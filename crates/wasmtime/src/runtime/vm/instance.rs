@@ -70,6 +70,7 @@ impl Instance {
         store: *mut StoreOpaque,
         store_context: *mut VMStoreContext,
         epoch_counter: *const AtomicU64,
+        mmu_interrupt_page: *const u8,
         id: u32,
     ) -> Result<Box<Instance>> {
         let size = PREFIX + module.offsets().size() as usize;
@@ -105,6 +106,7 @@ impl Instance {
                     builtin_functions: libcalls::builtin_array(),
                     type_ids: module.type_ids().as_ptr(),
                     epoch_counter,
+                    mmu_interrupt_page,
                 });
         }
         Ok(instance)

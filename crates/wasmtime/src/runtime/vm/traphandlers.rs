@@ -29,6 +29,7 @@
 
 use super::arch::{self, JmpBuf};
 use super::code_memory::{CodeMemory, lookup_trap_site};
+use crate::runtime::store::StoreOpaque;
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
 use std::sync::Arc;
@@ -308,7 +309,15 @@ pub struct Activation {
     /// activation at that thread's list.
     prev: Cell<*const Activation>,
     store_context: *mut VMStoreContext,
+    /// The calling store, for the MMU-poll path (which, unlike builtins,
+    /// has no `vmctx` argument to find it through).
+    store: *mut StoreOpaque,
     code: *const AtomicPtr<CodeSnapshot>,
+    /// The store's MMU interrupt page as `[start, end)`, or `(0, 0)`.
+    mmu_page: (usize, usize),
+    /// The PC of the poll that faulted, handed from the signal handler to
+    /// the poll trampoline's runtime function.
+    poll_pc: Cell<usize>,
     saved_exit_fp: usize,
     saved_exit_pc: usize,
     saved_stack_limit: usize,
@@ -336,6 +345,19 @@ impl Activation {
         snapshot.lookup(pc)
     }
 
+    /// Whether `addr` lies in the activation's store's MMU interrupt page.
+    /// Async-signal-safe.
+    pub fn in_mmu_page(&self, addr: usize) -> bool {
+        let (start, end) = self.mmu_page;
+        start <= addr && addr < end
+    }
+
+    /// Records the PC of a faulting poll for the poll trampoline.
+    /// Async-signal-safe.
+    pub fn record_poll(&self, pc: usize) {
+        self.poll_pc.set(pc);
+    }
+
     /// Records a trap for [`unwind_trap`]. Async-signal-safe.
     pub fn record_trap(&self, kind: TrapSiteKind, pc: usize, fp: usize, fault_addr: Option<usize>) {
         self.trap_kind.set(kind.to_u8());
@@ -356,6 +378,11 @@ impl Activation {
 pub struct EntryStore {
     /// The store's `VMStoreContext`.
     pub store_context: *mut VMStoreContext,
+    /// The store itself (for the MMU-poll path).
+    pub store: *mut StoreOpaque,
+    /// The store's MMU interrupt page as `[start, end)`, or `(0, 0)` when
+    /// MMU interruption is off.
+    pub mmu_page: (usize, usize),
     /// The store's current code snapshot pointer.
     pub code: *const AtomicPtr<CodeSnapshot>,
     /// `Config::max_wasm_stack`.
@@ -389,6 +416,8 @@ pub unsafe fn call_wasm(
 ) -> Result<(), Box<TrapRecord>> {
     let EntryStore {
         store_context,
+        store: calling_store,
+        mmu_page,
         code,
         max_wasm_stack,
         max_backtrace_frames,
@@ -400,7 +429,10 @@ pub unsafe fn call_wasm(
         jmp_buf: UnsafeCell::new(JmpBuf::default()),
         prev: Cell::new(innermost_activation()),
         store_context,
+        store: calling_store,
         code,
+        mmu_page,
+        poll_pc: Cell::new(0),
         saved_exit_fp: ctx.last_wasm_exit_fp,
         saved_exit_pc: ctx.last_wasm_exit_pc,
         saved_stack_limit: ctx.stack_limit,
@@ -471,6 +503,63 @@ pub extern "C" fn unwind_trap() -> ! {
     unsafe {
         capture_trap_backtrace(activation);
         arch::wasmtime_mmu_longjmp((*activation).jmp_buf.get())
+    }
+}
+
+/// Where the MMU-poll trampoline (`arch/x86_64_mmu_poll.s`) calls into the
+/// runtime after a poll faulted on an armed interrupt page.
+///
+/// `frame` is the trampoline's frame record: `[frame]` holds the Wasm
+/// frame's frame pointer and `[frame + 8]` is the return-address slot,
+/// filled here with the poll's PC before anything can walk the stack. The
+/// store then decides (disarm, check the request's generation, trap, yield
+/// or run the callback). If it continues, this returns and the trampoline
+/// resumes at the poll; if it stops the call, the trap is recorded at the
+/// poll and this long-jumps to the activation's catch point.
+///
+/// # Safety
+///
+/// Only the trampoline calls this, on the thread (and stack) of the Wasm
+/// code whose poll faulted, right after the signal handler recorded the
+/// poll in the innermost activation.
+pub unsafe extern "C" fn mmu_poll_from_trampoline(frame: *mut usize) {
+    let activation = innermost_activation();
+    // SAFETY: the handler only redirects to the trampoline after recording
+    // the poll in the innermost activation, which is live (its Wasm frames
+    // are below us on this stack).
+    let act = unsafe { &*activation };
+    let pc = act.poll_pc.get();
+    // SAFETY: `frame` is the trampoline's frame record (contract): two
+    // words on this stack, the first holding the Wasm frame's rbp.
+    let wasm_fp = unsafe {
+        *frame.add(1) = pc;
+        *frame
+    };
+    // SAFETY: the store context outlives its activations; no other
+    // reference to it is live while this thread runs the poll path.
+    unsafe {
+        let ctx = &mut *act.store_context;
+        // Host-side backtraces (a callback, or a future polled while the
+        // fiber is suspended here) start from the store's exit state. Exit
+        // PCs are return addresses, looked up one byte back, and every
+        // poll is longer than one byte.
+        ctx.last_wasm_exit_fp = wasm_fp;
+        ctx.last_wasm_exit_pc = pc + 1;
+    }
+    // SAFETY: the activation's store is the live store whose Wasm is
+    // running here, and nothing else borrows it during the poll.
+    let stop = unsafe { StoreOpaque::mmu_poll(act.store) };
+    if let Some(kind) = stop {
+        // The fiber may have been suspended and resumed on another thread
+        // in between; `activation` lives on the fiber's stack and is still
+        // the innermost one wherever this runs now.
+        act.record_trap(kind, pc, wasm_fp, None);
+        // SAFETY: a trap is recorded in the live innermost activation, and
+        // nothing in this frame needs dropping (`stop` is `Copy`).
+        unsafe {
+            capture_trap_backtrace(activation);
+            arch::wasmtime_mmu_longjmp((*activation).jmp_buf.get())
+        }
     }
 }
 
@@ -632,6 +721,8 @@ mod tests {
             call_wasm(
                 EntryStore {
                     store_context: &mut ctx,
+                    store: std::ptr::null_mut(),
+                    mmu_page: (0, 0),
                     code: registry.current_ptr(),
                     max_wasm_stack: 1 << 20,
                     max_backtrace_frames: 20,

@@ -113,6 +113,32 @@ pub unsafe fn ucontext_regs(cx: *mut libc::c_void) -> (usize, usize, usize) {
     )
 }
 
+core::arch::global_asm!(
+    include_str!("x86_64_mmu_poll.s"),
+    poll = sym crate::runtime::vm::traphandlers::mmu_poll_from_trampoline,
+);
+
+unsafe extern "C" {
+    /// The MMU-poll trampoline (see `x86_64_mmu_poll.s`). Never called
+    /// directly: the signal handler points an interrupted context at it.
+    fn wasmtime_mmu_poll_trampoline();
+}
+
+/// Rewrites the interrupted context of a faulting MMU poll so that, after
+/// `sigreturn`, the thread runs the poll trampoline with every register as
+/// it was at the poll. Writes no memory: the poll's PC travels through the
+/// activation, not the interrupted stack.
+///
+/// # Safety
+///
+/// `cx` must be the `ucontext_t` a signal handler received for a fault at
+/// an MMU poll of compiled Wasm, whose activation has recorded the PC.
+pub unsafe fn redirect_to_mmu_poll_trampoline(cx: *mut libc::c_void) {
+    // SAFETY: per the contract, `cx` is a valid, writable `ucontext_t`.
+    let cx = unsafe { &mut *cx.cast::<libc::ucontext_t>() };
+    cx.uc_mcontext.gregs[libc::REG_RIP as usize] = wasmtime_mmu_poll_trampoline as *const () as i64;
+}
+
 /// Rewrites the interrupted context so that, after `sigreturn`, the thread
 /// runs `target` as if it had just been called: below the interrupted stack
 /// pointer and its 128-byte red zone, with the stack aligned as at a

@@ -15,12 +15,15 @@
 //! `traphandlers::ACTIVATION`).
 
 use super::super::super::arch;
-use super::super::super::traphandlers::{current_fiber_stack, innermost_activation, unwind_trap};
+use super::super::super::traphandlers::{
+    Activation, current_fiber_stack, innermost_activation, unwind_trap,
+};
 use super::mmap::{Mmap, host_page_size};
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::mem::{self, MaybeUninit};
 use std::ptr;
 use std::sync::Once;
+use wasmtime_environ::TrapSiteKind;
 
 const SIGNALS: [libc::c_int; 4] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE];
 
@@ -135,6 +138,10 @@ unsafe fn handle_trap(
     let Some(kind) = (unsafe { activation.lookup_trap(pc) }) else {
         return false;
     };
+    if kind == TrapSiteKind::MmuPoll {
+        // SAFETY: as for this function.
+        return unsafe { redirect_mmu_poll(signum, info, context, activation, pc) };
+    }
     let fault_addr = if signum == libc::SIGSEGV || signum == libc::SIGBUS {
         // SAFETY: for these signals the kernel fills `si_addr`.
         Some(unsafe { (*info).si_addr() } as usize)
@@ -146,6 +153,55 @@ unsafe fn handle_trap(
     // returns.
     unsafe { arch::redirect(context, unwind_trap as *const () as usize) };
     true
+}
+
+/// Linux's `si_code` for a fault on a mapped page without the needed access
+/// (`asm-generic/siginfo.h`; the `libc` crate does not export it for
+/// Linux).
+const SEGV_ACCERR: libc::c_int = 2;
+
+/// Sends a thread whose MMU poll faulted to the poll trampoline, if the
+/// fault is exactly what an armed interrupt page produces: `SIGSEGV` with
+/// `SEGV_ACCERR` at an address inside the activation's store's page.
+/// Anything else at a poll site is a runtime bug (a poll through a wrong
+/// pointer, a page unmapped too early) and is not handled here: the caller
+/// chains it to the previous handler rather than turning it into a Wasm
+/// trap.
+///
+/// # Safety
+///
+/// As for [`trap_handler`]; `activation` is the live innermost activation
+/// and `pc` one of its MMU poll sites.
+unsafe fn redirect_mmu_poll(
+    signum: libc::c_int,
+    info: *mut libc::siginfo_t,
+    context: *mut libc::c_void,
+    activation: &Activation,
+    pc: usize,
+) -> bool {
+    if signum != libc::SIGSEGV {
+        return false;
+    }
+    // SAFETY: for `SIGSEGV` the kernel fills `si_code` and `si_addr`.
+    let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
+    if code != SEGV_ACCERR || !activation.in_mmu_page(addr) {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        activation.record_poll(pc);
+        // SAFETY: `context` is the kernel's `ucontext_t` for a fault at a
+        // poll whose PC the activation now holds.
+        unsafe { arch::redirect_to_mmu_poll_trampoline(context) };
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        // `Engine::new` refuses MMU interruption on other architectures,
+        // so no poll of this store can have faulted here.
+        let _ = (context, pc);
+        false
+    }
 }
 
 /// Hands a fault that is not ours to whatever was installed before us.
