@@ -294,3 +294,52 @@ fn stack_overflow_through_host_recursion() -> Result<()> {
     assert_eq!(err.downcast_ref::<Trap>(), Some(&Trap::StackOverflow));
     Ok(())
 }
+
+/// A backtrace captured inside a builtin's embedder code (here the epoch
+/// callback, reached through `new_epoch`) starts at the Wasm frame that
+/// called the builtin, not at a stale host-call exit: the builtin's exit
+/// shim records that frame.
+#[test]
+fn backtrace_inside_epoch_callback() -> Result<()> {
+    let mut config = Config::new();
+    config.epoch_interruption(true);
+    let engine = Engine::new(&config)?;
+    let wat = r#"(module $spin
+        (import "" "tick" (func $tick))
+        (func $inner (param i32)
+            (loop $l local.get 0 i32.const 1 i32.sub local.tee 0 br_if $l))
+        (func $outer (export "run") (param i32)
+            call $tick
+            local.get 0 call $inner))"#;
+    let module = Module::new(&engine, wat)?;
+    let mut store = Store::new(&engine, Vec::<Vec<(u32, String)>>::new());
+    // `outer` calls the host first (ticking the epoch past the deadline),
+    // so a stale exit frame in `outer` exists when `inner` reaches its
+    // epoch check.
+    let tick = Func::wrap(&mut store, |caller: Caller<'_, _>| {
+        caller.engine().increment_epoch()
+    });
+    let i = Instance::new(&mut store, &module, &[tick.into()])?;
+    let run = i.get_typed_func::<i32, ()>(&mut store, "run")?;
+    store.epoch_deadline_callback(|mut cx| {
+        let bt = WasmBacktrace::capture(&cx);
+        let frames = bt
+            .frames()
+            .iter()
+            .map(|f| (f.func_index(), f.func_name().unwrap_or("?").to_string()))
+            .collect();
+        cx.data_mut().push(frames);
+        Ok(UpdateDeadline::Continue(1))
+    });
+    store.set_epoch_deadline(1);
+    run.call(&mut store, 3)?;
+    assert_eq!(store.data().len(), 1, "one tick, one callback");
+    for frames in store.data() {
+        assert_eq!(
+            frames,
+            &[(1, "inner".to_string()), (2, "outer".to_string())],
+            "every capture names the looping function, then its caller"
+        );
+    }
+    Ok(())
+}

@@ -41,12 +41,111 @@ macro_rules! define_builtin_array {
 
         /// The array every `VMContext` points to.
         pub static BUILTINS: BuiltinArray = BuiltinArray {
-            $($name: $name,)*
+            $($name: builtin_entry!($name),)*
         };
     };
 }
 
+/// The entry of a builtin in [`BUILTINS`]: the builtin itself, or for a
+/// builtin that may run embedder code, its exit-recording shim.
+#[cfg(target_arch = "x86_64")]
+macro_rules! builtin_entry {
+    (memory_grow) => {
+        exit_shims::wasmtime_mmu_exit_memory_grow
+    };
+    (table_grow) => {
+        exit_shims::wasmtime_mmu_exit_table_grow
+    };
+    (new_epoch) => {
+        exit_shims::wasmtime_mmu_exit_new_epoch
+    };
+    (out_of_gas) => {
+        exit_shims::wasmtime_mmu_exit_out_of_gas
+    };
+    ($name:ident) => {
+        $name
+    };
+}
+
+/// Elsewhere the builtins are called directly (see [`exit_shims`]).
+#[cfg(not(target_arch = "x86_64"))]
+macro_rules! builtin_entry {
+    ($name:ident) => {
+        $name
+    };
+}
+
 wasmtime_environ::foreach_builtin_function!(define_builtin_array);
+
+/// Shims in front of the builtins that may run embedder code — a resource
+/// limiter (`memory_grow`, `table_grow`), an epoch callback or yield
+/// (`new_epoch`), a fuel yield (`out_of_gas`) — that record the calling
+/// Wasm frame in `VMStoreContext::last_wasm_exit_{fp,pc}` before jumping to
+/// the builtin, as the wasm-to-host trampolines do for host functions. A
+/// backtrace captured inside that embedder code then starts at the Wasm
+/// frame that called the builtin instead of at a stale exit.
+///
+/// Each shim is entered by compiled code's call with the Wasm frame's
+/// frame pointer still in `rbp` and the return address at `[rsp]`; it
+/// uses only `rax` and `r11`, which the System V ABI lets a callee clobber
+/// and which carry no argument, and tail-jumps so the builtin sees its
+/// arguments and returns straight to the Wasm caller.
+///
+/// Not on aarch64 yet: there the builtins are called directly and such
+/// backtraces start at the last host-function exit.
+#[cfg(target_arch = "x86_64")]
+mod exit_shims {
+    use wasmtime_environ::vm::{
+        VMCTX_STORE_CONTEXT_OFFSET, VMSTORE_CONTEXT_LAST_WASM_EXIT_FP_OFFSET,
+        VMSTORE_CONTEXT_LAST_WASM_EXIT_PC_OFFSET,
+    };
+
+    macro_rules! exit_shims {
+        ($($shim:ident => $builtin:ident;)*) => {
+            $(
+                core::arch::global_asm!(
+                    ".text",
+                    ".p2align 4",
+                    concat!(".globl ", stringify!($shim)),
+                    concat!(".hidden ", stringify!($shim)),
+                    concat!(".type ", stringify!($shim), ",@function"),
+                    concat!(stringify!($shim), ":"),
+                    "mov rax, [rdi + {store_context}]",
+                    "mov [rax + {exit_fp}], rbp",
+                    "mov r11, [rsp]",
+                    "mov [rax + {exit_pc}], r11",
+                    "jmp {builtin}",
+                    concat!(".size ", stringify!($shim), ", . - ", stringify!($shim)),
+                    store_context = const VMCTX_STORE_CONTEXT_OFFSET,
+                    exit_fp = const VMSTORE_CONTEXT_LAST_WASM_EXIT_FP_OFFSET,
+                    exit_pc = const VMSTORE_CONTEXT_LAST_WASM_EXIT_PC_OFFSET,
+                    builtin = sym super::$builtin,
+                );
+            )*
+        };
+    }
+
+    exit_shims! {
+        wasmtime_mmu_exit_memory_grow => memory_grow;
+        wasmtime_mmu_exit_table_grow => table_grow;
+        wasmtime_mmu_exit_new_epoch => new_epoch;
+        wasmtime_mmu_exit_out_of_gas => out_of_gas;
+    }
+
+    // The shims have exactly their builtins' signatures: they change no
+    // argument register and return through the builtin's own `ret`.
+    unsafe extern "C" {
+        pub fn wasmtime_mmu_exit_memory_grow(vmctx: *mut u8, memory: u32, delta: u64) -> u64;
+        pub fn wasmtime_mmu_exit_table_grow(
+            vmctx: *mut u8,
+            table: u32,
+            delta: u64,
+            init: usize,
+        ) -> u64;
+        pub fn wasmtime_mmu_exit_new_epoch(vmctx: *mut u8) -> u64;
+        pub fn wasmtime_mmu_exit_out_of_gas(vmctx: *mut u8) -> bool;
+    }
+}
 
 const _: () = assert!(
     std::mem::size_of::<BuiltinArray>()
