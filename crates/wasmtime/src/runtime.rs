@@ -26,7 +26,10 @@ pub use linker::{Linker, UnknownImportError};
 pub use memory::*;
 pub use mmu::{MmuInterruptDecision, MmuInterrupter};
 pub use module::Module;
-pub use store::{AsContext, AsContextMut, Store, StoreContext, StoreContextMut, UpdateDeadline};
+pub use store::{
+    AsContext, AsContextMut, MmuInterruptContext, Store, StoreContext, StoreContextMut,
+    UpdateDeadline,
+};
 pub use table::*;
 pub use trap::*;
 pub use types::*;

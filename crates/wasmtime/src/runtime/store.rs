@@ -105,9 +105,45 @@ enum MmuBehavior {
 /// `StoreOpaque` is given.
 type MmuAccessor = unsafe fn(*mut StoreOpaque) -> Result<MmuInterruptDecision>;
 
-/// The MMU-interrupt callback of a `Store<T>`. It gets `&mut T`, not a
-/// store context: see [`Store::mmu_interrupt_callback`].
-type MmuCallback<T> = Box<dyn FnMut(&mut T) -> Result<MmuInterruptDecision> + Send + Sync>;
+/// The MMU-interrupt callback of a `Store<T>`. It gets an
+/// [`MmuInterruptContext`], not a store context: see
+/// [`Store::mmu_interrupt_callback`].
+type MmuCallback<T> =
+    Box<dyn FnMut(MmuInterruptContext<'_, T>) -> Result<MmuInterruptDecision> + Send + Sync>;
+
+/// What the callback of [`Store::mmu_interrupt_callback`] may reach while
+/// the interrupted code waits at its poll: the store's data, and read-only
+/// views that cannot change anything compiled code keeps in registers
+/// across the poll (the engine, a backtrace of the interrupted call).
+pub struct MmuInterruptContext<'a, T: 'static> {
+    data: &'a mut T,
+    opaque: &'a StoreOpaque,
+}
+
+impl<T> MmuInterruptContext<'_, T> {
+    /// The store's data.
+    pub fn data(&self) -> &T {
+        self.data
+    }
+
+    /// The store's data, mutably.
+    pub fn data_mut(&mut self) -> &mut T {
+        self.data
+    }
+
+    /// The store's engine.
+    pub fn engine(&self) -> &Engine {
+        &self.opaque.engine
+    }
+
+    /// The WebAssembly frames of the interrupted call, innermost first:
+    /// the first is the function whose poll was interrupted, at the poll's
+    /// offset (a loop header or the function's entry). Empty when
+    /// backtraces are disabled ([`Config::wasm_backtrace`](crate::Config::wasm_backtrace)).
+    pub fn backtrace(&self) -> WasmBacktrace {
+        self.opaque.capture_backtrace()
+    }
+}
 
 /// The [`MmuAccessor`] for stores of `T`.
 ///
@@ -117,11 +153,20 @@ type MmuCallback<T> = Box<dyn FnMut(&mut T) -> Result<MmuInterruptDecision> + Se
 /// `mmu_callback` and `data` fields are touched.
 unsafe fn mmu_accessor<T: 'static>(opaque: *mut StoreOpaque) -> Result<MmuInterruptDecision> {
     let inner = opaque.cast::<StoreInner<T>>();
-    // SAFETY: per the contract; the two fields are disjoint and nothing
-    // else borrows them while a poll runs.
-    let (callback, data) = unsafe { (&mut (*inner).mmu_callback, &mut (*inner).data) };
+    // SAFETY: per the contract. The three places are disjoint fields of the
+    // live `StoreInner<T>`: the callback and the data are borrowed mutably,
+    // the `StoreOpaque` only shared (the context reads the engine and walks
+    // the stack through it), and nothing else touches the store while the
+    // poll runs.
+    let (callback, data, opaque) = unsafe {
+        (
+            &mut (*inner).mmu_callback,
+            &mut *(*inner).data,
+            &(*inner).opaque,
+        )
+    };
     match callback {
-        Some(callback) => callback(data),
+        Some(callback) => callback(MmuInterruptContext { data, opaque }),
         None => Ok(MmuInterruptDecision::Interrupt),
     }
 }
@@ -566,12 +611,14 @@ impl<T> Store<T> {
 
     /// After an MMU interrupt, ask `callback` what to do.
     ///
-    /// The callback gets the store's data (`&mut T`) and returns an
-    /// [`MmuInterruptDecision`], or an error, which stops the call with that
-    /// error. It runs on the interrupted thread, inside the call.
+    /// The callback gets an [`MmuInterruptContext`] — the store's data
+    /// (`&mut T`), the engine and a backtrace of the interrupted call — and
+    /// returns an [`MmuInterruptDecision`], or an error, which stops the
+    /// call with that error. It runs on the interrupted thread, inside the
+    /// call.
     ///
-    /// Why `&mut T` and not a [`StoreContextMut`], as epoch callbacks get:
-    /// a poll is not a call. Compiled code keeps values it loaded from the
+    /// Why not a [`StoreContextMut`], as epoch callbacks get: a poll is not
+    /// a call. Compiled code keeps values it loaded from the
     /// store (a movable memory's base address, a table's base and length,
     /// globals, the fuel counter) in registers across a poll, and resumes
     /// with them afterwards. A callback that could grow a memory or a
@@ -580,7 +627,10 @@ impl<T> Store<T> {
     /// be seen by compiled code, so handing it out is safe.
     pub fn mmu_interrupt_callback(
         &mut self,
-        callback: impl FnMut(&mut T) -> Result<MmuInterruptDecision> + Send + Sync + 'static,
+        callback: impl FnMut(MmuInterruptContext<'_, T>) -> Result<MmuInterruptDecision>
+        + Send
+        + Sync
+        + 'static,
     ) {
         self.inner.mmu_callback = Some(Box::new(callback));
         self.inner.opaque.mmu_behavior = MmuBehavior::Callback(mmu_accessor::<T>);
