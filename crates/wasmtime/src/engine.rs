@@ -175,7 +175,8 @@ impl Engine {
     /// Eagerly initializes the thread-local state this runtime uses when a
     /// thread first calls into WebAssembly (its alternate signal stack).
     pub fn tls_eager_initialize() {
-        vm::sys::unix::signals::lazy_per_thread_init();
+        // A failure is reported by this thread's next call into Wasm.
+        let _ = vm::sys::unix::signals::lazy_per_thread_init();
     }
 
     pub(crate) fn tunables(&self) -> &Tunables {

@@ -27,7 +27,8 @@
 //!   check of the signal handler) are set while the fiber runs;
 //! * the store's `stack_limit` is the fiber's while it runs (computed from
 //!   the fiber stack on its first Wasm entry) and the outer one otherwise;
-//! * the resuming thread gets its alternate signal stack if it has none yet.
+//! * the resuming thread gets its alternate signal stack if it has none yet
+//!   (and the call fails if it cannot get one).
 //!
 //! # Cancellation
 //!
@@ -240,7 +241,6 @@ impl<'a, R> Fiber<'a, R> {
     /// `store` must be the store this fiber runs, live, and not otherwise
     /// borrowed during the call.
     unsafe fn resume(&mut self, store: *mut StoreOpaque, input: Resume) -> Option<Completion<R>> {
-        crate::runtime::vm::sys::unix::signals::lazy_per_thread_init();
         let outer_activations = traphandlers::innermost_activation();
         // SAFETY: the saved activations are this fiber's, live on its stack.
         unsafe { traphandlers::restore_suspended_activations(self.activations) };
@@ -306,6 +306,12 @@ impl<R> Future for FiberFuture<'_, '_, R> {
         let me = self.get_mut();
         if me.fiber.coroutine.is_none() {
             return Poll::Ready(Err(anyhow!("polled an async call after it completed")));
+        }
+        // A fiber resumed on a thread that cannot get an alternate signal
+        // stack must not run Wasm there: the call fails (and, once this
+        // future is dropped, the fiber is unwound).
+        if let Err(e) = crate::runtime::vm::sys::unix::signals::lazy_per_thread_init() {
+            return Poll::Ready(Err(e));
         }
         // SAFETY: the context lives for this call; the fiber uses it only
         // until it suspends or completes, both before `resume` returns.

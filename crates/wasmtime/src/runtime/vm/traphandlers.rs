@@ -403,8 +403,9 @@ pub struct EntryStore {
 ///
 /// # Safety
 ///
-/// `store`'s pointers must be the calling store's, valid for the whole
-/// call; `callee` must be a Wasm function of that store whose type matches
+/// The thread must have an alternate signal stack
+/// (`signals::lazy_per_thread_init` succeeded on it). `store`'s pointers
+/// must be the calling store's, valid for the whole call; `callee` must be a Wasm function of that store whose type matches
 /// `trampoline`; `caller_vmctx` must be an instance `VMContext` of that
 /// store; `values` must hold enough slots for the parameters and results.
 pub unsafe fn call_wasm(
@@ -422,7 +423,6 @@ pub unsafe fn call_wasm(
         max_wasm_stack,
         max_backtrace_frames,
     } = store;
-    super::sys::unix::signals::lazy_per_thread_init();
     // SAFETY: the caller guarantees `store_context` is valid.
     let ctx = unsafe { &mut *store_context };
     let activation = Activation {
@@ -702,6 +702,7 @@ mod tests {
         values: &mut [ValRaw],
     ) -> (Result<(), Box<TrapRecord>>, usize) {
         super::super::init_traps();
+        super::super::sys::unix::signals::lazy_per_thread_init().unwrap();
         let code = Arc::new(CodeMemory::new(code, &[], trap_sites).unwrap());
         let mut registry = CodeRegistry::new();
         registry.register(&code);

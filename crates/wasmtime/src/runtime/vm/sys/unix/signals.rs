@@ -280,31 +280,62 @@ impl Drop for AltStack {
 }
 
 thread_local! {
-    static ALT_STACK_CHECKED: Cell<bool> = const { Cell::new(false) };
+    /// This thread's alternate-stack state: 0 not checked yet, 1 usable
+    /// (ours or one that was already there), otherwise the failed
+    /// installation's `errno` offset by [`ALT_STACK_FAILED_BASE`].
+    static ALT_STACK_STATE: Cell<i32> = const { Cell::new(0) };
     static ALT_STACK: RefCell<Option<AltStack>> = const { RefCell::new(None) };
 }
 
+/// [`ALT_STACK_STATE`] values at or above this record a failure; the
+/// `errno` is the value minus this base.
+const ALT_STACK_FAILED_BASE: i32 = 2;
+
 /// Makes sure this thread has an alternate signal stack (the trap handler
 /// runs with `SA_ONSTACK`). Cheap after the first call on a thread.
-pub fn lazy_per_thread_init() {
-    if ALT_STACK_CHECKED.with(|c| c.replace(true)) {
-        return;
+///
+/// # Errors
+///
+/// Fails, on this and every later call on the thread, if no alternate
+/// stack could be installed: a fault of Wasm or host code near the end of
+/// this thread's stack would then kill the process instead of reaching the
+/// handler, so Wasm is not entered on such a thread.
+pub fn lazy_per_thread_init() -> anyhow::Result<()> {
+    let state = ALT_STACK_STATE.with(|c| c.get());
+    match state {
+        1 => return Ok(()),
+        0 => {}
+        failed => {
+            return Err(anyhow::anyhow!(
+                "this thread has no alternate signal stack (installing one failed: {})",
+                std::io::Error::from_raw_os_error(failed - ALT_STACK_FAILED_BASE)
+            ));
+        }
     }
+    let result = install_alt_stack();
+    ALT_STACK_STATE.with(|c| {
+        c.set(match &result {
+            Ok(()) => 1,
+            Err(e) => ALT_STACK_FAILED_BASE + e.raw_os_error().unwrap_or(libc::ENOMEM),
+        })
+    });
+    result.map_err(|e| anyhow::anyhow!("failed to install an alternate signal stack: {e}"))
+}
+
+fn install_alt_stack() -> std::io::Result<()> {
     // SAFETY: querying the current thread's alternate stack.
     let mut old: libc::stack_t = unsafe { mem::zeroed() };
     // SAFETY: as above.
     let rc = unsafe { libc::sigaltstack(ptr::null(), &mut old) };
     if rc == 0 && old.ss_flags & libc::SS_DISABLE == 0 && old.ss_size >= MIN_EXISTING_ALT_STACK {
-        return;
+        return Ok(());
     }
     let page = host_page_size();
-    let Ok(mmap) = Mmap::reserve(ALT_STACK_SIZE + page) else {
-        return;
-    };
+    let mmap = Mmap::reserve(ALT_STACK_SIZE + page)
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::ENOMEM))?;
     // SAFETY: the mapping is fresh; the first page stays a guard.
-    if unsafe { mmap.make_accessible(page, ALT_STACK_SIZE) }.is_err() {
-        return;
-    }
+    unsafe { mmap.make_accessible(page, ALT_STACK_SIZE) }
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::ENOMEM))?;
     // SAFETY: `page` is within the mapping.
     let sp = unsafe { mmap.as_ptr().add(page) }.cast::<libc::c_void>();
     let stack = libc::stack_t {
@@ -315,7 +346,8 @@ pub fn lazy_per_thread_init() {
     // SAFETY: the stack is mapped read-write and owned by this thread's
     // TLS slot until the thread exits (its destructor disables it first).
     if unsafe { libc::sigaltstack(&stack, ptr::null_mut()) } != 0 {
-        return;
+        return Err(std::io::Error::last_os_error());
     }
     ALT_STACK.with(|s| *s.borrow_mut() = Some(AltStack { mmap, sp }));
+    Ok(())
 }
