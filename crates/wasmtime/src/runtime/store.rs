@@ -1368,6 +1368,7 @@ impl StoreOpaque {
         trampoline: wasmtime_environ::vm::VMEntryTrampoline,
         values: *mut wasmtime_environ::vm::ValRaw,
     ) -> Result<()> {
+        vm::sys::unix::signals::lazy_per_thread_init()?;
         // SAFETY: the function reference is live (contract).
         let vmctx = unsafe { func_ref.as_ref().vmctx };
         let mmu_page = match &self.mmu {
