@@ -2,16 +2,30 @@
 //! Wasmtime 48, runs alternating, medians and ratios.
 //!
 //! ```text
-//! cargo run --release -p wasmtime-mmu-benches -- kernels [--runs N] [--filter NAME[,NAME...]]
-//! cargo run --release -p wasmtime-mmu-benches -- interrupt-overhead [--runs N] [--filter NAME[,NAME...]]
+//! cargo run --release -p wasmtime-mmu-benches -- kernels [--runs N] [--filter NAME[,NAME...]] [--mode plain|epochs|fuel|mmu|all]
+//! cargo run --release -p wasmtime-mmu-benches -- interrupt-overhead [--runs N] [--filter NAME[,NAME...]] [--mode ...]
 //! cargo run --release -p wasmtime-mmu-benches -- stacks [--runs N]
-//! cargo run --release -p wasmtime-mmu-benches -- sightglass [--benchmarks DIR] [--runs N] [--quick] [--filter NAME[,NAME...]] [--mode plain|epochs|fuel|all] [--engine ours|upstream] [--list] [--trace]
+//! cargo run --release -p wasmtime-mmu-benches -- sightglass [--benchmarks DIR] [--runs N] [--quick] [--filter NAME[,NAME...]] [--mode plain|epochs|fuel|mmu|all] [--engine ours|upstream] [--list] [--trace]
+//! cargo run --release -p wasmtime-mmu-benches -- mmu-roundtrip [--runs N]
 //! ```
+//!
+//! Modes (`--mode`, see [`modes`]): `plain` (the default of `kernels` and
+//! `sightglass`), `epochs`, `fuel`, `mmu` (ours with MMU polls; it also
+//! measures epochs, because our MMU mode is set against upstream's epochs)
+//! and `all` (every one; the default of `interrupt-overhead`). With a mode
+//! besides plain, `kernels` prints the tables of `interrupt-overhead`.
+//! `sightglass --quick` measures plain and, where MMU interruption exists
+//! (x86_64 Linux), mmu, unless `--mode` says otherwise.
+//!
+//! `mmu-roundtrip` (see [`roundtrip`]) times one MMU interrupt, from arming
+//! the page to the interrupted code running again, in our engine and in a
+//! minimal C program doing the same steps (`benches/probe/mmu_roundtrip.c`).
 
 mod interrupt;
 mod kernels;
 mod modes;
 mod probe;
+mod roundtrip;
 mod sightglass;
 mod stacks;
 mod stats;
@@ -20,9 +34,16 @@ use anyhow::{Result, bail};
 use modes::Mode;
 use std::path::PathBuf;
 
-const USAGE: &str = "usage: bench kernels|interrupt-overhead|stacks|sightglass [--runs N] \
-     [--filter NAME[,NAME...]] [--benchmarks DIR] [--quick] [--mode plain|epochs|fuel|all] \
-     [--engine ours|upstream] [--list] [--trace]";
+const USAGE: &str = "\
+usage: bench kernels [--runs N] [--filter NAME[,NAME...]] [--mode MODE]
+       bench interrupt-overhead [--runs N] [--filter NAME[,NAME...]] [--mode MODE]
+       bench stacks [--runs N]
+       bench sightglass [--benchmarks DIR] [--runs N] [--quick] [--filter NAME[,NAME...]]
+                        [--mode MODE] [--engine ours|upstream] [--list] [--trace]
+       bench mmu-roundtrip [--runs N]
+MODE: plain, epochs, fuel, mmu (ours with MMU polls, set against upstream's epochs,
+      which it measures too) or all (the default of interrupt-overhead)
+--runs: timed runs per configuration (mmu-roundtrip: rounds of 10,000 events)";
 
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
@@ -35,21 +56,37 @@ fn main() -> Result<()> {
     }
     let options = Options::parse(args)?;
     match command.as_str() {
-        "kernels" => kernels::run(&options),
-        "interrupt-overhead" => interrupt::run(&options),
+        "kernels" => match options.modes() {
+            [] => kernels::run(&options),
+            modes => interrupt::run(&options, &with_plain(modes)),
+        },
+        "interrupt-overhead" => match &options.modes {
+            Some(modes) => interrupt::run(&options, &with_plain(modes)),
+            None => interrupt::run(&options, &Mode::ALL),
+        },
         "stacks" => stacks::run(&options),
         "sightglass" => sightglass::run(&options),
+        "mmu-roundtrip" => roundtrip::run(&options),
         other => bail!(
-            "unknown benchmark suite `{other}` \
-             (expected `kernels`, `interrupt-overhead`, `stacks` or `sightglass`)"
+            "unknown benchmark suite `{other}` (expected `kernels`, `interrupt-overhead`, \
+             `stacks`, `sightglass` or `mmu-roundtrip`)"
         ),
     }
 }
 
+/// `modes` after [`Mode::Plain`], which every mode table is measured
+/// against.
+fn with_plain(modes: &[Mode]) -> Vec<Mode> {
+    let mut all = vec![Mode::Plain];
+    all.extend_from_slice(modes);
+    all
+}
+
 /// Command-line options shared by the suites.
 pub struct Options {
-    /// Timed runs per engine and program (the median is reported), if
-    /// given; each suite has its own default (see [`Options::runs`]).
+    /// Timed runs per engine and program (the median is reported), or for
+    /// `mmu-roundtrip` rounds of events, if given; each suite has its own
+    /// default (see [`Options::runs`]).
     runs: Option<usize>,
     /// Only programs whose name contains one of these (`--filter`, a comma
     /// list; an entry ending in `$` matches only the name before it).
@@ -59,9 +96,11 @@ pub struct Options {
     pub benchmarks: Option<PathBuf>,
     /// `sightglass`: the CI smoke (3 runs of a handful of fast programs).
     pub quick: bool,
-    /// `sightglass`: the instrumentation modes to measure besides plain
-    /// (`--mode`); empty means plain only.
-    pub modes: Vec<Mode>,
+    /// `kernels`, `interrupt-overhead` and `sightglass`: the
+    /// instrumentation modes to measure besides plain (`--mode`, in table
+    /// order); empty means plain only, `None` that `--mode` was not given
+    /// (each suite has its own default).
+    pub modes: Option<Vec<Mode>>,
     /// `sightglass`: run only this engine (`ours` or `upstream`), e.g. under
     /// a profiler.
     pub engine: Option<String>,
@@ -79,7 +118,7 @@ impl Options {
             filter: None,
             benchmarks: None,
             quick: false,
-            modes: Vec::new(),
+            modes: None,
             engine: None,
             list: false,
             trace: false,
@@ -124,18 +163,27 @@ impl Options {
                 }
                 "--mode" => {
                     let value = args.next().unwrap_or_default();
-                    options.modes = match value.as_str() {
+                    options.modes = Some(match value.as_str() {
                         "plain" => Vec::new(),
                         "epoch" | "epochs" => vec![Mode::Epoch],
                         "fuel" => vec![Mode::Fuel],
-                        "all" => vec![Mode::Epoch, Mode::Fuel],
-                        _ => bail!("--mode needs plain, epochs, fuel or all, got `{value}`"),
-                    };
+                        // Upstream's epochs are what our MMU mode is set
+                        // against (`Mode::upstream_peer`).
+                        "mmu" => vec![Mode::Mmu, Mode::Epoch],
+                        "all" => Mode::ALL[1..].to_vec(),
+                        _ => bail!("--mode needs plain, epochs, fuel, mmu or all, got `{value}`"),
+                    });
                 }
                 other => bail!("unknown option `{other}`\n{USAGE}"),
             }
         }
         Ok(options)
+    }
+
+    /// The modes besides plain that `--mode` asked for (none if it was not
+    /// given).
+    pub fn modes(&self) -> &[Mode] {
+        self.modes.as_deref().unwrap_or_default()
     }
 
     /// Timed runs: `--runs`, else the suite's `default`.

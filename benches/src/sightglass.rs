@@ -17,15 +17,20 @@
 //! Iterations alternate the engines (and which one goes first); the tables
 //! show medians and ours / upstream ratios.
 //!
-//! With `--mode epochs|fuel|all` every iteration also runs each engine with
-//! epoch interruption (deadline never reached) and with fuel (`u64::MAX`),
-//! see [`crate::modes`], and a second table shows each engine's execution
-//! overhead over its own plain run.
+//! With `--mode epochs|fuel|mmu|all` every iteration also runs each engine
+//! with epoch interruption (deadline never reached), with fuel
+//! (`u64::MAX`) and ours with MMU polls (page never armed), see
+//! [`crate::modes`], and further tables show each engine's execution
+//! overhead over its own plain run, ours / upstream per mode (ours with MMU
+//! against upstream with epochs: upstream 48 has no MMU interruption) and
+//! the MMU summary: poll overhead and ours-mmu against upstream-epochs.
+//! `--quick` measures mmu too where it exists (its upstream peer is then
+//! upstream's plain run).
 
 use crate::Options;
 #[path = "../../tests/sightglass/manifest.rs"]
 mod manifest;
-use crate::modes::Mode;
+use crate::modes::{MMU_AVAILABLE, MMU_NOT_AGAINST_EPOCHS, MmuRatios, Mode, print_mmu_summary};
 use crate::probe::{Probe, stolen_ticks};
 use crate::stats::{geomean, median, median_f64, ms, ratio};
 use anyhow::{Context, Result, bail};
@@ -633,6 +638,9 @@ struct Row {
     /// iteration slows both and cancels out of the ratio, where it can bias
     /// a ratio of medians taken over all iterations.
     paired_execute: Vec<f64>,
+    /// The median over iterations of ours with MMU polls / ours plain
+    /// within one iteration, where mmu was measured.
+    paired_mmu_overhead: Option<f64>,
     /// The program never calls `bench.end`; execution ends at `_start`'s return.
     no_end: bool,
 }
@@ -654,7 +662,13 @@ pub fn run(options: &Options) -> Result<()> {
         DEFAULT_RUNS
     });
     let mut modes = vec![Mode::Plain];
-    modes.extend(options.modes.iter().copied());
+    match &options.modes {
+        Some(more) => modes.extend(more.iter().copied()),
+        // The CI smoke also checks that every program runs correctly with
+        // the polls compiled in.
+        None if options.quick && MMU_AVAILABLE => modes.push(Mode::Mmu),
+        None => {}
+    }
     let programs = programs(&root, options)?;
     if options.list {
         for program in &programs {
@@ -666,11 +680,21 @@ pub fn run(options: &Options) -> Result<()> {
         return run_single(engine, &programs, &modes, runs);
     }
 
-    let mut engines: Vec<[Box<dyn Engine>; 2]> = Vec::new();
+    let mut engines: Vec<[Option<Box<dyn Engine>>; 2]> = Vec::new();
     for &mode in &modes {
+        let what = |engine: &str| format!("{engine}: creating the engine ({})", mode.name());
+        let theirs: Option<Box<dyn Engine>> = if mode.in_upstream() {
+            Some(Box::new(
+                upstream::Runner::new(mode).with_context(|| what("upstream"))?,
+            ))
+        } else {
+            None
+        };
         engines.push([
-            Box::new(ours::Runner::new(mode).context("ours: creating the engine")?),
-            Box::new(upstream::Runner::new(mode).context("upstream: creating the engine")?),
+            Some(Box::new(
+                ours::Runner::new(mode).with_context(|| what("ours"))?,
+            )),
+            theirs,
         ]);
     }
 
@@ -716,10 +740,13 @@ pub fn run(options: &Options) -> Result<()> {
         "Sightglass, {runs} runs per engine, medians; ratios are ours / upstream (below 1: ours is faster)."
     );
     for (m, &mode) in modes.iter().enumerate() {
-        print_main_table(&rows, m, mode);
+        print_main_table(&rows, m, mode, mode.upstream_peer(&modes));
     }
     if modes.len() > 1 {
         print_mode_tables(&rows, &modes);
+    }
+    if modes.contains(&Mode::Mmu) {
+        print_mmu_tables(&rows, &modes);
     }
     if !failures.is_empty() {
         println!();
@@ -735,13 +762,19 @@ pub fn run(options: &Options) -> Result<()> {
 /// medians.
 fn run_single(engine: &str, programs: &[Program], modes: &[Mode], runs: usize) -> Result<()> {
     let mut engines: Vec<Box<dyn Engine>> = Vec::new();
+    let mut run_modes = Vec::new();
     for &mode in modes {
-        engines.push(if engine == "ours" {
-            Box::new(ours::Runner::new(mode)?)
+        if engine == "ours" {
+            engines.push(Box::new(ours::Runner::new(mode)?));
+        } else if mode.in_upstream() {
+            engines.push(Box::new(upstream::Runner::new(mode)?));
         } else {
-            Box::new(upstream::Runner::new(mode)?)
-        });
+            eprintln!("upstream has no mode `{}`: left out", mode.name());
+            continue;
+        }
+        run_modes.push(mode);
     }
+    let modes = &run_modes[..];
     println!("Engine `{engine}`, medians of {runs} runs:");
     println!();
     println!(
@@ -787,7 +820,7 @@ fn run_single(engine: &str, programs: &[Program], modes: &[Mode], runs: usize) -
 fn measure(
     program: &Program,
     modes: &[Mode],
-    engines: &[[Box<dyn Engine>; 2]],
+    engines: &[[Option<Box<dyn Engine>>; 2]],
     runs: usize,
     probe: Option<&Probe>,
 ) -> Result<Row> {
@@ -801,12 +834,15 @@ fn measure(
         for (m, pair) in engines.iter().enumerate() {
             let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
             for e in order {
+                let Some(engine) = &pair[e] else {
+                    continue;
+                };
                 let what = || {
                     let engine = ["ours", "upstream"][e];
                     format!("{engine}, {}, iteration {}", modes[m].name(), i + 1)
                 };
                 let before = probe.map(|p| (p.alu(), p.memory(), stolen_ticks()));
-                let sample = pair[e].iteration(&wasm, dir).with_context(what)?;
+                let sample = engine.iteration(&wasm, dir).with_context(what)?;
                 expected.check(&sample).with_context(what)?;
                 if let Some((alu, memory, stolen_before)) = before {
                     let stolen = stolen_before
@@ -830,23 +866,34 @@ fn measure(
             }
         }
     }
+    // Upstream's samples that each mode is set against (its own, or for
+    // mmu those of its peer mode).
+    let peer = |m: usize| {
+        let mode = modes[m].upstream_peer(modes);
+        let p = modes
+            .iter()
+            .position(|&x| x == mode)
+            .expect("peer measured");
+        &samples[p][1]
+    };
+    let paired = |a: &[Sample], b: &[Sample]| {
+        let ratios: Vec<f64> = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| ratio(x.execute, y.execute))
+            .collect();
+        median_f64(&ratios)
+    };
+    let mmu = modes.iter().position(|&m| m == Mode::Mmu);
     Ok(Row {
         name: program.name.clone(),
-        medians: samples
-            .iter()
-            .map(|pair| [Medians::of(&pair[0]), Medians::of(&pair[1])])
+        medians: (0..modes.len())
+            .map(|m| [Medians::of(&samples[m][0]), Medians::of(peer(m))])
             .collect(),
-        paired_execute: samples
-            .iter()
-            .map(|[ours, upstream]| {
-                let ratios: Vec<f64> = ours
-                    .iter()
-                    .zip(upstream)
-                    .map(|(o, u)| ratio(o.execute, u.execute))
-                    .collect();
-                median_f64(&ratios)
-            })
+        paired_execute: (0..modes.len())
+            .map(|m| paired(&samples[m][0], peer(m)))
             .collect(),
+        paired_mmu_overhead: mmu.map(|m| paired(&samples[m][0], &samples[0][0])),
         no_end,
     })
 }
@@ -856,9 +903,20 @@ fn counts(m: &[Medians; 2]) -> bool {
     m[0].execute >= NOISE_FLOOR || m[1].execute >= NOISE_FLOOR
 }
 
-fn print_main_table(rows: &[Row], m: usize, mode: Mode) {
+/// The ours / upstream table of mode `m`, `mode`, whose upstream column is
+/// upstream's `peer` mode.
+fn print_main_table(rows: &[Row], m: usize, mode: Mode, peer: Mode) {
     println!();
-    println!("Mode `{}`:", mode.name());
+    if mode == peer {
+        println!("Mode `{}`:", mode.name());
+    } else {
+        println!(
+            "Mode `{}`, against upstream `{}` (upstream 48 has no `{}`):",
+            mode.name(),
+            peer.name(),
+            mode.name()
+        );
+    }
     println!();
     println!(
         "| program | compile ours (ms) | compile upstream (ms) | compile ratio | instantiate ratio | execute ours (ms) | execute upstream (ms) | execute ratio | execute ratio, CPU time | execute ratio, paired |"
@@ -956,32 +1014,41 @@ fn pct(r: f64) -> String {
 /// upstream per mode.
 fn print_mode_tables(rows: &[Row], modes: &[Mode]) {
     let rows: Vec<&Row> = rows.iter().filter(|r| counts(&r.medians[0])).collect();
-    let others = &modes[1..];
+    // The overhead columns of each engine: indices of the modes besides
+    // plain that it has.
+    let columns: [Vec<usize>; 2] = [
+        (1..modes.len()).collect(),
+        (1..modes.len())
+            .filter(|&m| modes[m].in_upstream())
+            .collect(),
+    ];
     println!();
     println!("Execution overhead over no instrumentation, per engine (medians):");
     println!();
-    let mut header = String::from("| program | ours plain (ms) |");
-    for mode in others {
-        header.push_str(&format!(" ours {} |", mode.name()));
-    }
-    header.push_str(" upstream plain (ms) |");
-    for mode in others {
-        header.push_str(&format!(" upstream {} |", mode.name()));
+    let mut header = String::from("| program |");
+    for (e, engine) in ["ours", "upstream"].iter().enumerate() {
+        header.push_str(&format!(" {engine} plain (ms) |"));
+        for &m in &columns[e] {
+            header.push_str(&format!(" {engine} {} |", modes[m].name()));
+        }
     }
     println!("{header}");
-    println!("|---|{}", "---:|".repeat(2 * modes.len()));
-    // overheads[engine][mode index in `others`]
+    println!(
+        "|---|{}",
+        "---:|".repeat(2 + columns[0].len() + columns[1].len())
+    );
+    // overheads[engine][column]
     let mut overheads: [Vec<Vec<f64>>; 2] = [
-        vec![Vec::new(); others.len()],
-        vec![Vec::new(); others.len()],
+        vec![Vec::new(); columns[0].len()],
+        vec![Vec::new(); columns[1].len()],
     ];
     for row in &rows {
         let mut cells = Vec::new();
         for (e, engine_overheads) in overheads.iter_mut().enumerate() {
             let plain = row.medians[0][e].execute;
             cells.push(ms(plain));
-            for (k, v) in engine_overheads.iter_mut().enumerate() {
-                let r = ratio(row.medians[k + 1][e].execute, plain);
+            for (&m, v) in columns[e].iter().zip(engine_overheads.iter_mut()) {
+                let r = ratio(row.medians[m][e].execute, plain);
                 v.push(r);
                 cells.push(pct(r));
             }
@@ -1003,7 +1070,13 @@ fn print_mode_tables(rows: &[Row], modes: &[Mode]) {
     println!();
     println!("Ours / upstream per mode (execution medians; below 1: ours is faster):");
     println!();
-    let names: Vec<&str> = modes.iter().map(|m| m.name()).collect();
+    let names: Vec<String> = modes
+        .iter()
+        .map(|&mode| match mode.upstream_peer(modes) {
+            peer if peer == mode => mode.name().to_owned(),
+            peer => format!("{} / upstream {}", mode.name(), peer.name()),
+        })
+        .collect();
     println!("| program | {} |", names.join(" | "));
     println!("|---|{}", "---:|".repeat(modes.len()));
     let mut ratios = vec![Vec::new(); modes.len()];
@@ -1036,6 +1109,42 @@ fn print_mode_tables(rows: &[Row], modes: &[Mode]) {
         .collect();
     println!();
     println!("Worst execution ratio per mode: {}.", worst.join(", "));
+}
+
+/// The MMU summary: poll overhead (ours mmu / ours plain) and ours mmu
+/// against upstream's epochs, from medians and from paired ratios.
+fn print_mmu_tables(rows: &[Row], modes: &[Mode]) {
+    let rows: Vec<&Row> = rows.iter().filter(|r| counts(&r.medians[0])).collect();
+    let Some(mmu) = modes.iter().position(|&m| m == Mode::Mmu) else {
+        return;
+    };
+    // Against upstream's plain run (`--quick`) the ratio means nothing.
+    let against_epochs = Mode::Mmu.upstream_peer(modes) == Mode::Epoch;
+    println!();
+    println!("MMU interruption summary (programs over the noise floor):");
+    println!();
+    let by_medians: Vec<MmuRatios<'_>> = rows
+        .iter()
+        .map(|row| MmuRatios {
+            name: &row.name,
+            overhead: ratio(row.medians[mmu][0].execute, row.medians[0][0].execute),
+            vs_upstream_epoch: against_epochs
+                .then(|| ratio(row.medians[mmu][0].execute, row.medians[mmu][1].execute)),
+        })
+        .collect();
+    print_mmu_summary("execution medians", "programs", &by_medians);
+    let paired: Vec<MmuRatios<'_>> = rows
+        .iter()
+        .map(|row| MmuRatios {
+            name: &row.name,
+            overhead: row.paired_mmu_overhead.expect("mmu measured"),
+            vs_upstream_epoch: against_epochs.then_some(row.paired_execute[mmu]),
+        })
+        .collect();
+    print_mmu_summary("paired per iteration", "programs", &paired);
+    if !against_epochs {
+        println!("{MMU_NOT_AGAINST_EPOCHS}");
+    }
 }
 
 #[cfg(test)]

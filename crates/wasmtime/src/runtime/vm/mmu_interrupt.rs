@@ -77,7 +77,7 @@ impl MmuInterruptState {
     /// Returns whether a call was in progress when the request was made.
     pub fn interrupt(&self) -> bool {
         let generation = self.generation.load(Ordering::SeqCst);
-        if generation % 2 == 0 {
+        if generation.is_multiple_of(2) {
             return false;
         }
         self.requested.fetch_max(generation, Ordering::SeqCst);

@@ -1,0 +1,540 @@
+//! `bench mmu-roundtrip`: what one MMU interrupt costs, from arming the
+//! store's page to the interrupted WebAssembly running again, in our engine
+//! and in a C probe that does the least the same steps need
+//! (`benches/probe/mmu_roundtrip.c`, linked in by `build.rs`).
+//!
+//! Our side runs with `Config::mmu_interruption(true)` and a callback that
+//! records the time and answers `Continue`; times are `Instant`s, the C
+//! probe reads the same clock (`CLOCK_MONOTONIC`).
+//!
+//! * **Same thread.** The guest counts to [`INNER`] and calls a host
+//!   import, over and over. The import records the time (t2 of the event
+//!   before), records it again (t0) and calls `interrupt()`; on return the
+//!   guest's next poll faults, the signal handler sends it to the poll
+//!   trampoline, the runtime disarms the page and runs the callback, which
+//!   records t1; the guest resumes, counts and calls the import again (t2).
+//!   A series without `interrupt()` measures the plain t0 → t2 (the count
+//!   and the host call), which is subtracted: "round trip" is
+//!   t2 − t0 − plain, "callback → running again" t2 − t1 − plain. The mean
+//!   cost per interrupt also comes from whole calls: (time with interrupts
+//!   − time without) / interrupts. The probe's events are: t0, arm, load
+//!   (fault, handler disarms and records t1, return), t2; its plain series
+//!   is t0, load, t2.
+//! * **Cross thread.** The guest spins in a loop; another thread sleeps a
+//!   random [`CROSS_MIN_US`]..=[`CROSS_MAX_US`] µs, records the time and
+//!   calls `interrupt()`; the callback records the delivery latency. The
+//!   probe does the same with its own loop and arming thread.
+//!
+//! Every round runs each series once, alternating ours and the probe;
+//! `--runs` sets the rounds (default [`DEFAULT_ROUNDS`]).
+
+use crate::Options;
+use crate::sightglass::FixedRandom;
+use anyhow::{Context, Result, bail, ensure};
+use std::ffi::{c_int, c_uint};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+use wasmtime::{
+    Caller, Config, Engine, Linker, MmuInterruptContext, MmuInterruptDecision, MmuInterrupter,
+    Module, Store,
+};
+
+/// Same-thread events per series and round.
+const SAME_THREAD_EVENTS: usize = 10_000;
+
+/// Cross-thread events per series and round (each takes a sleep of a few
+/// hundred µs, so fewer).
+const CROSS_THREAD_EVENTS: usize = 2_000;
+
+/// The arming thread's sleep between interrupts, in µs: at least...
+const CROSS_MIN_US: u32 = 100;
+/// ... and at most.
+const CROSS_MAX_US: u32 = 600;
+
+/// Rounds unless `--runs` says otherwise.
+const DEFAULT_ROUNDS: usize = 5;
+
+/// Iterations of the guest's counting loop between host calls.
+const INNER: i32 = 64;
+
+/// The round trip of ours may be at most this many times the probe's.
+const TARGET_RATIO: f64 = 1.2;
+
+const WAT: &str = r#"(module
+  (import "probe" "tick" (func $tick))
+  ;; `n` times: call `tick`, then count to `k`.
+  (func (export "ticks") (param $n i32) (param $k i32)
+    (local $i i32) (local $j i32)
+    (loop $outer
+      (call $tick)
+      (local.set $j (i32.const 0))
+      (loop $inner
+        (local.set $j (i32.add (local.get $j) (i32.const 1)))
+        (br_if $inner (i32.lt_u (local.get $j) (local.get $k))))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br_if $outer (i32.lt_u (local.get $i) (local.get $n)))))
+  ;; Counts until interrupted.
+  (func (export "spin")
+    (local $j i32)
+    (loop $spin
+      (local.set $j (i32.add (local.get $j) (i32.const 1)))
+      (br $spin))))"#;
+
+unsafe extern "C" {
+    /// See `probe/mmu_roundtrip.c`.
+    fn mmu_probe_same_thread(
+        events: usize,
+        arm: c_int,
+        to_handler: *mut u64,
+        total: *mut u64,
+    ) -> c_int;
+    /// See `probe/mmu_roundtrip.c`.
+    fn mmu_probe_cross_thread(
+        events: usize,
+        min_us: c_uint,
+        max_us: c_uint,
+        seed: u64,
+        latency: *mut u64,
+    ) -> c_int;
+}
+
+/// Nanoseconds since a start common to all threads (taken at the first
+/// call).
+fn now_ns() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// The store's data in the same-thread series.
+#[derive(Default)]
+struct SameThread {
+    /// Some when the import interrupts.
+    interrupter: Option<MmuInterrupter>,
+    /// This event's times: before `interrupt()`, and at the callback.
+    t0: Option<u64>,
+    t1: Option<u64>,
+    /// Per event: t1 − t0, t2 − t1 and t2 − t0 (ns).
+    to_callback: Vec<u64>,
+    callback_to_next: Vec<u64>,
+    total: Vec<u64>,
+}
+
+/// The store's data in the cross-thread series.
+struct CrossThread {
+    /// When the arming thread called `interrupt()` ([`now_ns`]), 0 when
+    /// no interrupt is in flight.
+    pending: Arc<AtomicU64>,
+    /// Per event: from before `interrupt()` to the callback (ns).
+    latency: Vec<u64>,
+    /// How many events to record before stopping the call.
+    wanted: usize,
+}
+
+/// One series: per-event nanoseconds.
+#[derive(Default)]
+struct Series(Vec<i64>);
+
+impl Series {
+    fn extend(&mut self, values: impl IntoIterator<Item = i64>) {
+        self.0.extend(values);
+    }
+
+    /// The value below which `p` of the events lie (nearest rank).
+    fn percentile(&self, p: f64) -> f64 {
+        let mut sorted = self.0.clone();
+        sorted.sort_unstable();
+        let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+        sorted[rank - 1] as f64
+    }
+
+    fn median(&self) -> f64 {
+        self.percentile(0.5)
+    }
+
+    fn p99(&self) -> f64 {
+        self.percentile(0.99)
+    }
+}
+
+/// Every series of both sides.
+#[derive(Default)]
+struct Results {
+    /// Plain t0 → t2 (ns).
+    plain: Series,
+    /// t1 − t0.
+    to_callback: Series,
+    /// t2 − t1 − the plain median.
+    callback_to_resume: Series,
+    /// t2 − t0 − the plain median.
+    round_trip: Series,
+    /// Per round: the mean cost of one interrupt from whole-series times.
+    mean_cost: Vec<f64>,
+    /// Cross thread: from before the arm to the callback (handler).
+    cross: Series,
+}
+
+/// Our engine: the module compiled once with MMU interruption.
+struct Ours {
+    engine: Engine,
+    module: Module,
+}
+
+impl Ours {
+    fn new() -> Result<Ours> {
+        let mut config = Config::new();
+        config.mmu_interruption(true);
+        let engine = Engine::new(&config).context("an engine with MMU interruption")?;
+        let module = Module::new(&engine, WAT)?;
+        Ok(Ours { engine, module })
+    }
+
+    /// One same-thread series of `events` events, interrupting or not;
+    /// returns the store's data and the time of the whole call.
+    fn same_thread(&self, events: usize, interrupt: bool) -> Result<(SameThread, Duration)> {
+        let mut linker = Linker::new(&self.engine);
+        linker.func_wrap("probe", "tick", |mut caller: Caller<'_, SameThread>| {
+            let t2 = now_ns();
+            let d = caller.data_mut();
+            if let Some(t0) = d.t0 {
+                d.total.push(t2 - t0);
+                if let Some(t1) = d.t1.take() {
+                    d.to_callback.push(t1 - t0);
+                    d.callback_to_next.push(t2 - t1);
+                }
+            }
+            d.t0 = Some(now_ns());
+            if let Some(interrupter) = &d.interrupter {
+                interrupter.interrupt();
+            }
+        })?;
+        let data = SameThread {
+            to_callback: Vec::with_capacity(events),
+            callback_to_next: Vec::with_capacity(events),
+            total: Vec::with_capacity(events),
+            ..SameThread::default()
+        };
+        let mut store = Store::new(&self.engine, data);
+        if interrupt {
+            store.data_mut().interrupter = Some(store.mmu_interrupter()?);
+        }
+        store.mmu_interrupt_callback(|mut cx: MmuInterruptContext<'_, SameThread>| {
+            cx.data_mut().t1 = Some(now_ns());
+            Ok(MmuInterruptDecision::Continue)
+        });
+        let instance = linker.instantiate(&mut store, &self.module)?;
+        let ticks = instance.get_typed_func::<(i32, i32), ()>(&mut store, "ticks")?;
+        // One call more than events: the first opens the first event.
+        let n = i32::try_from(events + 1).context("too many events")?;
+        let start = Instant::now();
+        ticks.call(&mut store, (n, INNER))?;
+        let elapsed = start.elapsed();
+        let data = std::mem::take(store.data_mut());
+        ensure!(
+            data.total.len() == events,
+            "{} events of {events}",
+            data.total.len()
+        );
+        if interrupt {
+            ensure!(
+                data.to_callback.len() == events,
+                "{} callbacks for {events} interrupts",
+                data.to_callback.len()
+            );
+        }
+        Ok((data, elapsed))
+    }
+
+    /// One cross-thread series of `events` events; returns the latencies
+    /// and how many `interrupt()`s found no call in progress.
+    fn cross_thread(&self, events: usize, seed: u64) -> Result<(Vec<u64>, u64)> {
+        let mut linker = Linker::new(&self.engine);
+        // `spin` never calls it, but the module imports it.
+        linker.func_wrap("probe", "tick", || {})?;
+        let pending = Arc::new(AtomicU64::new(0));
+        let data = CrossThread {
+            pending: pending.clone(),
+            latency: Vec::with_capacity(events),
+            wanted: events,
+        };
+        let mut store = Store::new(&self.engine, data);
+        store.mmu_interrupt_callback(|mut cx: MmuInterruptContext<'_, CrossThread>| {
+            let t1 = now_ns();
+            let d = cx.data_mut();
+            let t0 = d.pending.swap(0, Ordering::SeqCst);
+            if t0 != 0 {
+                d.latency.push(t1 - t0);
+            }
+            Ok(if d.latency.len() >= d.wanted {
+                MmuInterruptDecision::Interrupt
+            } else {
+                MmuInterruptDecision::Continue
+            })
+        });
+        let instance = linker.instantiate(&mut store, &self.module)?;
+        let spin = instance.get_typed_func::<(), ()>(&mut store, "spin")?;
+        let interrupter = store.mmu_interrupter()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let arming = {
+            let stop = stop.clone();
+            std::thread::spawn(move || arm_at_random(&interrupter, &pending, &stop, seed))
+        };
+        let result = spin.call(&mut store, ());
+        stop.store(true, Ordering::SeqCst);
+        let dropped = arming.join().expect("the arming thread panicked");
+        match result {
+            Ok(()) => bail!("`spin` returned"),
+            Err(e) if e.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) => {}
+            Err(e) => return Err(e.context("`spin`")),
+        }
+        let latency = std::mem::take(&mut store.data_mut().latency);
+        ensure!(
+            latency.len() == events,
+            "{} events of {events}",
+            latency.len()
+        );
+        Ok((latency, dropped))
+    }
+}
+
+/// The arming thread of ours: at random intervals, once the previous
+/// interrupt was delivered, records the time in `pending` and interrupts.
+/// Returns how many interrupts found no call in progress.
+fn arm_at_random(
+    interrupter: &MmuInterrupter,
+    pending: &AtomicU64,
+    stop: &AtomicBool,
+    seed: u64,
+) -> u64 {
+    let mut random = FixedRandom::new();
+    for _ in 0..seed % 64 {
+        random.next_u64();
+    }
+    let mut dropped = 0;
+    while !stop.load(Ordering::SeqCst) {
+        let span = u64::from(CROSS_MAX_US - CROSS_MIN_US + 1);
+        let us = u64::from(CROSS_MIN_US) + random.next_u64() % span;
+        std::thread::sleep(Duration::from_micros(us));
+        while pending.load(Ordering::SeqCst) != 0 && !stop.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        pending.store(now_ns().max(1), Ordering::SeqCst);
+        if !interrupter.interrupt() {
+            pending.store(0, Ordering::SeqCst);
+            dropped += 1;
+        }
+    }
+    dropped
+}
+
+/// The probe's same-thread series: per event, t1 − t0 and t2 − t0.
+fn probe_same_thread(events: usize, arm: bool) -> Result<(Vec<u64>, Vec<u64>)> {
+    let mut to_handler = vec![0_u64; events];
+    let mut total = vec![0_u64; events];
+    // SAFETY: both buffers hold `events` values, which is what the probe
+    // writes. The probe replaces the process's SIGSEGV handler while it
+    // runs and puts the previous one (wasmtime's) back before it returns;
+    // that is sound because nothing else runs meanwhile: this thread is
+    // inside the call, and no other thread of this program runs
+    // WebAssembly or touches the probe's page (ours' series run one after
+    // the other on this thread, and their arming threads are joined).
+    let rc = unsafe {
+        mmu_probe_same_thread(
+            events,
+            c_int::from(arm),
+            to_handler.as_mut_ptr(),
+            total.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error()).context("the C probe (same thread)");
+    }
+    Ok((to_handler, total))
+}
+
+/// The probe's cross-thread series: per event, arm → handler.
+fn probe_cross_thread(events: usize, seed: u64) -> Result<Vec<u64>> {
+    let mut latency = vec![0_u64; events];
+    // SAFETY: as in `probe_same_thread`: the buffer holds `events` values,
+    // and while the probe's handler is installed nothing else in the
+    // program runs WebAssembly; the probe joins its arming thread before
+    // it returns.
+    let rc = unsafe {
+        mmu_probe_cross_thread(
+            events,
+            CROSS_MIN_US,
+            CROSS_MAX_US,
+            seed,
+            latency.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error()).context("the C probe (cross thread)");
+    }
+    Ok(latency)
+}
+
+/// Signed differences of `values` less `less`.
+fn minus(values: &[u64], less: f64) -> impl Iterator<Item = i64> + '_ {
+    values.iter().map(move |&v| v as i64 - less.round() as i64)
+}
+
+fn mean(values: &[u64]) -> f64 {
+    values.iter().sum::<u64>() as f64 / values.len() as f64
+}
+
+/// Runs the suite and prints a markdown table.
+pub fn run(options: &Options) -> Result<()> {
+    if !crate::modes::MMU_AVAILABLE {
+        bail!("mmu-roundtrip needs MMU interruption, which exists on x86_64 Linux only");
+    }
+    let rounds = options.runs(DEFAULT_ROUNDS);
+    now_ns();
+    let ours_engine = Ours::new()?;
+    // Warm-up: code, stacks and pages touched once before timing.
+    ours_engine.same_thread(SAME_THREAD_EVENTS / 10, false)?;
+    ours_engine.same_thread(SAME_THREAD_EVENTS / 10, true)?;
+    probe_same_thread(SAME_THREAD_EVENTS / 10, false)?;
+    probe_same_thread(SAME_THREAD_EVENTS / 10, true)?;
+
+    let (mut ours, mut probe) = (Results::default(), Results::default());
+    let mut dropped = 0;
+    let started = Instant::now();
+    for round in 0..rounds {
+        // Same thread, ours.
+        let (plain, plain_time) = ours_engine.same_thread(SAME_THREAD_EVENTS, false)?;
+        let (armed, armed_time) = ours_engine.same_thread(SAME_THREAD_EVENTS, true)?;
+        let base =
+            crate::stats::median_f64(&plain.total.iter().map(|&v| v as f64).collect::<Vec<_>>());
+        ours.plain.extend(plain.total.iter().map(|&v| v as i64));
+        ours.to_callback
+            .extend(armed.to_callback.iter().map(|&v| v as i64));
+        ours.callback_to_resume
+            .extend(minus(&armed.callback_to_next, base));
+        ours.round_trip.extend(minus(&armed.total, base));
+        ours.mean_cost.push(
+            (armed_time.as_secs_f64() - plain_time.as_secs_f64()) * 1e9 / SAME_THREAD_EVENTS as f64,
+        );
+
+        // Same thread, the probe.
+        let (_, plain) = probe_same_thread(SAME_THREAD_EVENTS, false)?;
+        let (to_handler, total) = probe_same_thread(SAME_THREAD_EVENTS, true)?;
+        let base = crate::stats::median_f64(&plain.iter().map(|&v| v as f64).collect::<Vec<_>>());
+        probe.plain.extend(plain.iter().map(|&v| v as i64));
+        probe
+            .to_callback
+            .extend(to_handler.iter().map(|&v| v as i64));
+        let after: Vec<u64> = total.iter().zip(&to_handler).map(|(t, h)| t - h).collect();
+        probe.callback_to_resume.extend(minus(&after, base));
+        probe.round_trip.extend(minus(&total, base));
+        probe.mean_cost.push(mean(&total) - mean(&plain));
+
+        // Cross thread, both.
+        let seed = round as u64 + 1;
+        let (latency, d) = ours_engine.cross_thread(CROSS_THREAD_EVENTS, seed)?;
+        dropped += d;
+        ours.cross.extend(latency.iter().map(|&v| v as i64));
+        let latency = probe_cross_thread(CROSS_THREAD_EVENTS, seed)?;
+        probe.cross.extend(latency.iter().map(|&v| v as i64));
+        eprintln!(
+            "round {}/{rounds}: round trip median {:.2} / {:.2} µs ({:.1} s)",
+            round + 1,
+            ours.round_trip.median() / 1e3,
+            probe.round_trip.median() / 1e3,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    print_table(&ours, &probe, rounds, dropped);
+    Ok(())
+}
+
+fn print_table(ours: &Results, probe: &Results, rounds: usize, dropped: u64) {
+    let us = |ns: f64| format!("{:.2}", ns / 1e3);
+    println!(
+        "MMU interrupt round trip, ours (callback answering `Continue`) and the C probe: {} same-thread and {} cross-thread events per series ({rounds} round{}); per-event median and p99, µs.",
+        rounds * SAME_THREAD_EVENTS,
+        rounds * CROSS_THREAD_EVENTS,
+        if rounds == 1 { "" } else { "s" }
+    );
+    println!();
+    println!(
+        "| step | ours median | ours p99 | probe median | probe p99 | ours / probe (median) |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    let row = |step: &str, a: &Series, b: &Series| {
+        println!(
+            "| {step} | {} | {} | {} | {} | {:.2} |",
+            us(a.median()),
+            us(a.p99()),
+            us(b.median()),
+            us(b.p99()),
+            a.median() / b.median()
+        );
+    };
+    row(
+        "same thread: arm → callback (probe: handler, after disarming) ¹",
+        &ours.to_callback,
+        &probe.to_callback,
+    );
+    row(
+        "same thread: callback → running again ¹",
+        &ours.callback_to_resume,
+        &probe.callback_to_resume,
+    );
+    row(
+        "same thread: **round trip**, arm → running again",
+        &ours.round_trip,
+        &probe.round_trip,
+    );
+    let (a, b) = (
+        crate::stats::median_f64(&ours.mean_cost),
+        crate::stats::median_f64(&probe.mean_cost),
+    );
+    println!(
+        "| same thread: mean cost per interrupt, from whole-series times (median of rounds) | {} | | {} | | {:.2} |",
+        us(a),
+        us(b),
+        a / b
+    );
+    row(
+        "same thread: plain iteration, not interrupted (subtracted above)",
+        &ours.plain,
+        &probe.plain,
+    );
+    row(
+        "cross thread: arm → callback (probe: handler, after disarming)",
+        &ours.cross,
+        &probe.cross,
+    );
+    println!();
+    println!(
+        "¹ Ours returns from the signal handler before its callback runs (the handler sends the thread to the poll trampoline), the probe after its handler: the split differs, the round trip does not."
+    );
+    println!();
+    let r = ours.round_trip.median() / probe.round_trip.median();
+    println!(
+        "Round trip, ours / probe: {r:.2}× the probe's median (target at most {TARGET_RATIO:.1}×: {}).",
+        if r <= TARGET_RATIO { "met" } else { "MISSED" }
+    );
+    if dropped > 0 {
+        println!(
+            "{dropped} cross-thread interrupts found no call in progress (before the call began) and were not counted."
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Series;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let series = Series((1..=100).rev().collect());
+        assert_eq!(series.median(), 50.0);
+        assert_eq!(series.p99(), 99.0);
+        assert_eq!(Series(vec![7]).p99(), 7.0);
+    }
+}
