@@ -30,9 +30,9 @@
 //! wasmtime_mmu_wasi::add_to_linker(&mut linker, |cx| cx)?;
 //! let wasi = WasiCtxBuilder::new().inherit_stdio().args(&["main.wasm"]).build();
 //! let mut store = Store::new(&engine, wasi);
-//! let instance = linker.instantiate(&mut store, &module)?;
-//! let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
-//! let err = start.call(&mut store, ()).unwrap_err();
+//! let inst = linker.instantiate(&mut store, &module)?;
+//! let entry = inst.get_typed_func::<(), ()>(&mut store, "_start")?;
+//! let err = entry.call(&mut store, ()).unwrap_err();
 //! assert_eq!(err.downcast_ref::<wasmtime_mmu_wasi::I32Exit>().unwrap().0, 7);
 //! # Ok(())
 //! # }

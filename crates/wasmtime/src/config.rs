@@ -5,15 +5,36 @@ use std::num::NonZeroUsize;
 use wasmparser::WasmFeatures;
 use wasmtime_environ::Tunables;
 
-/// Global configuration options used to create an [`Engine`](crate::Engine)
-/// and customize its behavior.
+/// The settings an [`Engine`](crate::Engine) is built from: which
+/// WebAssembly proposals are accepted, how code is compiled, how memories
+/// and fiber stacks are laid out, and which interruption mechanisms
+/// (epochs, fuel, MMU interrupts) compiled code supports.
 ///
-/// This structure exposes a builder-like interface and is primarily consumed
-/// by [`Engine::new()`](crate::Engine::new). Setters never fail; values are
-/// validated when the engine is created, and
-/// [`Engine::new`](crate::Engine::new) returns an error for a combination
-/// this runtime does not support (for example a WebAssembly proposal it does
-/// not implement).
+/// Each setter changes one setting and returns `&mut Self`, so calls chain;
+/// the engine takes a copy in [`Engine::new`](crate::Engine::new), and
+/// changing the `Config` afterwards does not affect it. The setters accept
+/// any value. Checking happens in `Engine::new`, which fails for a
+/// combination this runtime cannot run (a proposal it does not implement,
+/// `signals_based_traps(false)`, the Winch compiler, ...); every setter's
+/// `# Errors` section says when that applies to it.
+///
+/// ```
+/// use wasmtime::{Config, Engine, OptLevel};
+///
+/// # fn main() -> wasmtime::Result<()> {
+/// let mut config = Config::new();
+/// config
+///     .epoch_interruption(true)
+///     .cranelift_opt_level(OptLevel::SpeedAndSize);
+/// let engine = Engine::new(&config)?;
+///
+/// // Accepted by the setter, refused by the engine: no tail calls here.
+/// config.wasm_tail_call(true);
+/// assert!(Engine::new(&config).is_err());
+/// # drop(engine);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Config {
     pub(crate) features: WasmFeatures,
@@ -59,12 +80,11 @@ pub(crate) const UNSUPPORTED_FEATURES: &[(WasmFeatures, &str)] = &[
 ];
 
 impl Config {
-    /// Creates a new configuration object with the default configuration
-    /// specified.
+    /// The default settings, which each setter's `## Default` section lists.
     ///
-    /// The defaults enable WebAssembly 2.0 (MVP, mutable globals, sign
-    /// extension, saturating float-to-int conversions, multi-value, bulk
-    /// memory, reference types and SIMD) plus the multi-memory and
+    /// In short: the defaults enable WebAssembly 2.0 (MVP, mutable globals,
+    /// sign extension, saturating float-to-int conversions, multi-value,
+    /// bulk memory, reference types and SIMD) plus the multi-memory and
     /// extended-const proposals, and use Cranelift with
     /// [`OptLevel::Speed`].
     pub fn new() -> Config {
@@ -93,8 +113,8 @@ impl Config {
         self
     }
 
-    /// Configures whether the WebAssembly SIMD proposal (128-bit vectors,
-    /// part of WebAssembly 2.0) is enabled for compilation.
+    /// Accepts (`true`) or rejects modules that use 128-bit SIMD: the
+    /// `v128` type and its instructions, part of WebAssembly 2.0.
     ///
     /// When disabled, modules using `v128` types or SIMD instructions fail to
     /// validate.
@@ -102,11 +122,21 @@ impl Config {
     /// ## Default
     ///
     /// Enabled.
+    ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts both values. With the
+    /// proposal off, modules that use it fail validation in
+    /// [`Module::new`](crate::Module::new).
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn wasm_simd(&mut self, enable: bool) -> &mut Self {
         self.feature(WasmFeatures::SIMD, enable)
     }
 
-    /// Configures whether the WebAssembly relaxed-SIMD proposal is enabled.
+    /// Asks for the relaxed-SIMD proposal, which this runtime lacks.
     ///
     /// This runtime does not implement relaxed SIMD; the setting exists so
     /// that configuration code written for upstream Wasmtime compiles.
@@ -118,65 +148,118 @@ impl Config {
     /// # Errors
     ///
     /// [`Engine::new`](crate::Engine::new) fails if this is enabled.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn wasm_relaxed_simd(&mut self, enable: bool) -> &mut Self {
         self.feature(WasmFeatures::RELAXED_SIMD, enable)
     }
 
-    /// Configures whether the WebAssembly bulk-memory operations proposal
-    /// (`memory.copy`, `memory.fill`, `memory.init`, `data.drop`, passive
-    /// segments, `table.copy`, `table.init`, `elem.drop`; part of
-    /// WebAssembly 2.0) is enabled.
+    /// Accepts (`true`) or rejects modules that use bulk memory operations:
+    /// `memory.copy`, `memory.fill`, `memory.init`, `data.drop`, passive
+    /// segments, `table.copy`, `table.init` and `elem.drop`, part of
+    /// WebAssembly 2.0.
     ///
     /// ## Default
     ///
     /// Enabled.
+    ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts both values. With the
+    /// proposal off, modules that use it fail validation in
+    /// [`Module::new`](crate::Module::new).
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn wasm_bulk_memory(&mut self, enable: bool) -> &mut Self {
         self.feature(WasmFeatures::BULK_MEMORY, enable)
     }
 
-    /// Configures whether the WebAssembly reference-types proposal
-    /// (`funcref`/`externref` values, multiple tables, table instructions;
-    /// part of WebAssembly 2.0) is enabled.
+    /// Accepts (`true`) or rejects modules that use reference types:
+    /// `funcref` and `externref` values, several tables, and the table
+    /// instructions, part of WebAssembly 2.0.
     ///
     /// ## Default
     ///
     /// Enabled.
+    ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts both values. With the
+    /// proposal off, modules that use it fail validation in
+    /// [`Module::new`](crate::Module::new).
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn wasm_reference_types(&mut self, enable: bool) -> &mut Self {
         self.feature(WasmFeatures::REFERENCE_TYPES, enable)
     }
 
-    /// Configures whether the WebAssembly multi-value proposal (functions and
-    /// blocks with several results; part of WebAssembly 2.0) is enabled.
+    /// Accepts (`true`) or rejects modules whose functions or blocks have
+    /// more than one result (multi-value, part of WebAssembly 2.0).
     ///
     /// ## Default
     ///
     /// Enabled.
+    ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts both values. With the
+    /// proposal off, modules that use it fail validation in
+    /// [`Module::new`](crate::Module::new).
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn wasm_multi_value(&mut self, enable: bool) -> &mut Self {
         self.feature(WasmFeatures::MULTI_VALUE, enable)
     }
 
-    /// Configures whether the WebAssembly multi-memory proposal (more than
-    /// one linear memory per module) is enabled.
+    /// Accepts (`true`) or rejects modules with more than one linear memory
+    /// (the multi-memory proposal).
     ///
     /// ## Default
     ///
     /// Enabled.
+    ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts both values. With the
+    /// proposal off, modules that use it fail validation in
+    /// [`Module::new`](crate::Module::new).
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn wasm_multi_memory(&mut self, enable: bool) -> &mut Self {
         self.feature(WasmFeatures::MULTI_MEMORY, enable)
     }
 
-    /// Configures whether the WebAssembly extended-const proposal
-    /// (`i32`/`i64` `add`, `sub` and `mul` in constant expressions) is
-    /// enabled.
+    /// Accepts (`true`) or rejects modules whose constant expressions use
+    /// `i32`/`i64` `add`, `sub` and `mul` (the extended-const proposal).
     ///
     /// ## Default
     ///
     /// Enabled.
+    ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts both values. With the
+    /// proposal off, modules that use it fail validation in
+    /// [`Module::new`](crate::Module::new).
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn wasm_extended_const(&mut self, enable: bool) -> &mut Self {
         self.feature(WasmFeatures::EXTENDED_CONST, enable)
     }
 
-    /// Configures whether the WebAssembly tail-call proposal is enabled.
+    /// Asks for the tail-call proposal, which this runtime lacks.
     ///
     /// Not implemented by this runtime.
     ///
@@ -187,11 +270,15 @@ impl Config {
     /// # Errors
     ///
     /// [`Engine::new`](crate::Engine::new) fails if this is enabled.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn wasm_tail_call(&mut self, enable: bool) -> &mut Self {
         self.feature(WasmFeatures::TAIL_CALL, enable)
     }
 
-    /// Configures whether the WebAssembly GC proposal is enabled.
+    /// Asks for the garbage-collection proposal, which this runtime lacks.
     ///
     /// Not implemented by this runtime.
     ///
@@ -202,12 +289,16 @@ impl Config {
     /// # Errors
     ///
     /// [`Engine::new`](crate::Engine::new) fails if this is enabled.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn wasm_gc(&mut self, enable: bool) -> &mut Self {
         self.feature(WasmFeatures::GC, enable)
     }
 
-    /// Configures whether the WebAssembly typed function references proposal
-    /// is enabled.
+    /// Asks for the typed function references proposal, which this runtime
+    /// lacks.
     ///
     /// Not implemented by this runtime.
     ///
@@ -218,12 +309,16 @@ impl Config {
     /// # Errors
     ///
     /// [`Engine::new`](crate::Engine::new) fails if this is enabled.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn wasm_function_references(&mut self, enable: bool) -> &mut Self {
         self.feature(WasmFeatures::FUNCTION_REFERENCES, enable)
     }
 
-    /// Configures whether the WebAssembly threads proposal (shared memories
-    /// and atomics) is enabled.
+    /// Asks for the threads proposal (shared memories and atomics), which
+    /// this runtime lacks.
     ///
     /// Not implemented by this runtime.
     ///
@@ -234,12 +329,16 @@ impl Config {
     /// # Errors
     ///
     /// [`Engine::new`](crate::Engine::new) fails if this is enabled.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn wasm_threads(&mut self, enable: bool) -> &mut Self {
         self.feature(WasmFeatures::THREADS, enable)
     }
 
-    /// Configures whether the WebAssembly memory64 proposal (64-bit memory
-    /// and table indices) is enabled.
+    /// Asks for the memory64 proposal (64-bit memory and table indices),
+    /// which this runtime lacks.
     ///
     /// Not implemented by this runtime.
     ///
@@ -250,12 +349,15 @@ impl Config {
     /// # Errors
     ///
     /// [`Engine::new`](crate::Engine::new) fails if this is enabled.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn wasm_memory64(&mut self, enable: bool) -> &mut Self {
         self.feature(WasmFeatures::MEMORY64, enable)
     }
 
-    /// Configures whether the WebAssembly exception-handling proposal is
-    /// enabled.
+    /// Asks for the exception-handling proposal, which this runtime lacks.
     ///
     /// Not implemented by this runtime.
     ///
@@ -266,11 +368,15 @@ impl Config {
     /// # Errors
     ///
     /// [`Engine::new`](crate::Engine::new) fails if this is enabled.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn wasm_exceptions(&mut self, enable: bool) -> &mut Self {
         self.feature(WasmFeatures::EXCEPTIONS, enable)
     }
 
-    /// Configures whether the WebAssembly component model is enabled.
+    /// Asks for the component model, which this runtime lacks.
     ///
     /// Not implemented by this runtime: only core modules are supported.
     ///
@@ -281,12 +387,15 @@ impl Config {
     /// # Errors
     ///
     /// [`Engine::new`](crate::Engine::new) fails if this is enabled.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn wasm_component_model(&mut self, enable: bool) -> &mut Self {
         self.feature(WasmFeatures::COMPONENT_MODEL, enable)
     }
 
-    /// Configures whether the WebAssembly custom-page-sizes proposal is
-    /// enabled.
+    /// Asks for the custom-page-sizes proposal, which this runtime lacks.
     ///
     /// Not implemented by this runtime.
     ///
@@ -297,12 +406,15 @@ impl Config {
     /// # Errors
     ///
     /// [`Engine::new`](crate::Engine::new) fails if this is enabled.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn wasm_custom_page_sizes(&mut self, enable: bool) -> &mut Self {
         self.feature(WasmFeatures::CUSTOM_PAGE_SIZES, enable)
     }
 
-    /// Configures whether the WebAssembly wide-arithmetic proposal is
-    /// enabled.
+    /// Asks for the wide-arithmetic proposal, which this runtime lacks.
     ///
     /// Not implemented by this runtime.
     ///
@@ -313,12 +425,15 @@ impl Config {
     /// # Errors
     ///
     /// [`Engine::new`](crate::Engine::new) fails if this is enabled.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn wasm_wide_arithmetic(&mut self, enable: bool) -> &mut Self {
         self.feature(WasmFeatures::WIDE_ARITHMETIC, enable)
     }
 
-    /// Configures whether the WebAssembly stack-switching proposal is
-    /// enabled.
+    /// Asks for the stack-switching proposal, which this runtime lacks.
     ///
     /// Not implemented by this runtime.
     ///
@@ -329,6 +444,10 @@ impl Config {
     /// # Errors
     ///
     /// [`Engine::new`](crate::Engine::new) fails if this is enabled.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn wasm_stack_switching(&mut self, enable: bool) -> &mut Self {
         self.feature(WasmFeatures::STACK_SWITCHING, enable)
     }
@@ -346,11 +465,15 @@ impl Config {
     ///
     /// [`Engine::new`](crate::Engine::new) fails if a proposal this runtime
     /// does not implement ends up enabled.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn wasm_features(&mut self, flag: WasmFeatures, enable: bool) -> &mut Self {
         self.feature(flag, enable)
     }
 
-    /// Configures which compilation strategy is used for modules.
+    /// Chooses the compiler.
     ///
     /// Only Cranelift is available; [`Strategy::Auto`] selects it.
     ///
@@ -361,25 +484,37 @@ impl Config {
     /// # Errors
     ///
     /// [`Engine::new`](crate::Engine::new) fails for [`Strategy::Winch`].
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn strategy(&mut self, strategy: Strategy) -> &mut Self {
         self.strategy = strategy;
         self
     }
 
-    /// Configures the Cranelift optimization level.
+    /// How much Cranelift optimizes the code it generates.
     ///
     /// Higher levels produce faster code at the cost of compile time.
     ///
     /// ## Default
     ///
     /// [`OptLevel::Speed`].
+    ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts every level.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn cranelift_opt_level(&mut self, level: OptLevel) -> &mut Self {
         self.opt_level = level;
         self
     }
 
-    /// Configures whether Cranelift canonicalizes the NaNs produced by float
-    /// operations.
+    /// Makes every NaN that a float operation produces the canonical NaN
+    /// (`true`), or leaves NaN bits as the hardware produces them.
     ///
     /// When enabled, every float operation that can produce a NaN produces
     /// the canonical one, which makes execution deterministic across hosts at
@@ -388,6 +523,14 @@ impl Config {
     /// ## Default
     ///
     /// Disabled.
+    ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts both values.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn cranelift_nan_canonicalization(&mut self, enable: bool) -> &mut Self {
         self.nan_canonicalization = enable;
         self
@@ -400,6 +543,14 @@ impl Config {
     /// ## Default
     ///
     /// Disabled.
+    ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts both values.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn cranelift_debug_verifier(&mut self, enable: bool) -> &mut Self {
         self.debug_verifier = enable;
         self
@@ -424,6 +575,10 @@ impl Config {
     ///
     /// [`Engine::new`](crate::Engine::new) fails if the setting does not
     /// exist or the value is invalid.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub unsafe fn cranelift_flag_set(&mut self, name: &str, value: &str) -> &mut Self {
         self.cranelift_flags
             .push((name.to_string(), value.to_string()));
@@ -446,6 +601,10 @@ impl Config {
     ///
     /// [`Engine::new`](crate::Engine::new) fails if the setting does not
     /// exist.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub unsafe fn cranelift_flag_enable(&mut self, flag: &str) -> &mut Self {
         self.cranelift_flags
             .push((flag.to_string(), "true".to_string()));
@@ -454,16 +613,28 @@ impl Config {
 
     /// Configures whether functions of a module are compiled in parallel.
     ///
+    /// When on, [`Module::new`](crate::Module::new) compiles the module's
+    /// functions and entry trampolines on rayon's global thread pool; when
+    /// off, on the calling thread, one after another.
+    ///
     /// ## Default
     ///
     /// Enabled.
+    ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts both values.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn parallel_compilation(&mut self, parallel: bool) -> &mut Self {
         self.parallel_compilation = parallel;
         self
     }
 
-    /// Configures the maximum amount of native stack space, in bytes,
-    /// available to executing WebAssembly code.
+    /// How many bytes of native stack WebAssembly may use before it traps
+    /// with a stack overflow.
     ///
     /// When a host calls into WebAssembly and no WebAssembly of the same store
     /// is already running on the thread, the runtime records the current
@@ -487,14 +658,18 @@ impl Config {
     /// [`Engine::new`](crate::Engine::new) fails if this is zero, or not
     /// smaller than [`Config::async_stack_size`].
     ///
+    /// # Panics
+    ///
+    /// Never panics.
+    ///
     /// [`Trap::StackOverflow`]: crate::Trap::StackOverflow
     pub fn max_wasm_stack(&mut self, size: usize) -> &mut Self {
         self.max_wasm_stack = size;
         self
     }
 
-    /// Configures the virtual address space reserved up front for each linear
-    /// memory, in bytes.
+    /// How many bytes of address space each linear memory reserves when it
+    /// is created.
     ///
     /// A memory whose maximum size fits in the reservation never moves, and
     /// the compiler can omit bounds checks for accesses that land in the
@@ -507,13 +682,21 @@ impl Config {
     /// ## Default
     ///
     /// 4 GiB, so 32-bit memories never move and most bounds checks vanish.
+    ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts every size.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn memory_reservation(&mut self, bytes: u64) -> &mut Self {
         self.tunables.memory_reservation = bytes;
         self
     }
 
-    /// Configures the size, in bytes, of the inaccessible guard region placed
-    /// after each linear memory's reservation.
+    /// How many bytes of inaccessible address space follow each linear
+    /// memory's reservation.
     ///
     /// Accesses with a static offset smaller than the guard fault in the
     /// guard instead of needing an explicit bounds check.
@@ -521,14 +704,21 @@ impl Config {
     /// ## Default
     ///
     /// 32 MiB.
+    ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts every size.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn memory_guard_size(&mut self, bytes: u64) -> &mut Self {
         self.tunables.memory_guard_size = bytes;
         self
     }
 
-    /// Configures the extra address space, in bytes, reserved after the
-    /// initial size of a memory that may move, so that it can grow in place
-    /// for a while.
+    /// How many bytes of address space a memory that may move reserves
+    /// beyond its initial size, to grow into before it has to move.
     ///
     /// Only used for memories that do not fit in
     /// [`Config::memory_reservation`].
@@ -536,13 +726,21 @@ impl Config {
     /// ## Default
     ///
     /// 2 GiB.
+    ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts every size.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn memory_reservation_for_growth(&mut self, bytes: u64) -> &mut Self {
         self.tunables.memory_reservation_for_growth = bytes;
         self
     }
 
-    /// Configures whether a linear memory's base address may change when it
-    /// grows.
+    /// Lets a growing linear memory move to a new address (`true`), or
+    /// keeps every memory where it was created.
     ///
     /// When disabled, a memory can never grow past its initial reservation
     /// (`memory.grow` returns -1 instead), and the compiler may keep the base
@@ -551,13 +749,21 @@ impl Config {
     /// ## Default
     ///
     /// Enabled.
+    ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts both values.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn memory_may_move(&mut self, enable: bool) -> &mut Self {
         self.tunables.memory_may_move = enable;
         self
     }
 
-    /// Configures whether a guard region of [`Config::memory_guard_size`]
-    /// bytes also precedes each linear memory.
+    /// Puts a guard region of [`Config::memory_guard_size`] bytes before
+    /// each linear memory too, not only after it.
     ///
     /// This protects against compiler bugs that compute addresses below the
     /// base, at the cost of address space.
@@ -565,13 +771,21 @@ impl Config {
     /// ## Default
     ///
     /// Enabled.
+    ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts both values.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn guard_before_linear_memory(&mut self, enable: bool) -> &mut Self {
         self.tunables.guard_before_linear_memory = enable;
         self
     }
 
-    /// Configures whether WebAssembly code may rely on native signals
-    /// (guard pages, trap instructions) to detect traps.
+    /// Lets compiled code detect traps through native signals (faults on
+    /// guard pages, trap instructions); `false` is not supported here.
     ///
     /// This runtime always detects traps with signals, so only `true` is
     /// supported.
@@ -584,93 +798,86 @@ impl Config {
     ///
     /// [`Engine::new`](crate::Engine::new) fails with "not supported" if this
     /// is disabled.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn signals_based_traps(&mut self, enable: bool) -> &mut Self {
         self.signals_based_traps = enable;
         self
     }
 
-    /// Enables epoch-based interruption.
+    /// Compiles WebAssembly with epoch checks, so that the embedder can stop
+    /// or time-slice running code by advancing a counter.
     ///
-    /// When executing code in async mode, we sometimes want to implement a
-    /// form of cooperative timeslicing: long-running Wasm guest code should
-    /// periodically yield to the executor loop. This yielding could be
-    /// implemented by using "fuel" (see [`Config::consume_fuel`]). However,
-    /// fuel consumption is deterministic but comparatively expensive.
+    /// The engine holds an *epoch*, a counter that starts at 0 and that
+    /// [`Engine::increment_epoch`](crate::Engine::increment_epoch) advances
+    /// by one: a single atomic add, callable from any thread and from a
+    /// signal handler. Each store holds a deadline, an epoch value set with
+    /// [`Store::set_epoch_deadline`](crate::Store::set_epoch_deadline). With
+    /// this option on, compiled code compares the two at every function
+    /// entry, at every loop header and before every bulk operation
+    /// (`memory.copy`, `table.fill`, ...) whose length is unknown at compile
+    /// time or above 128. Once the epoch has reached the deadline, the check
+    /// runs the store's deadline behaviour:
     ///
-    /// Epoch-based interruption is that mechanism. There is a global
-    /// "epoch", which is a counter that divides time into arbitrary periods
-    /// (or epochs). This counter lives on the [`Engine`](crate::Engine) and
-    /// can be incremented by calling
-    /// [`Engine::increment_epoch`](crate::Engine::increment_epoch).
-    /// Epoch-based instrumentation works by setting a "deadline epoch". The
-    /// compiled code knows the deadline, and at every function entry and
-    /// loop header checks the current epoch against that deadline. It will
-    /// yield if the deadline has been reached.
+    /// - the default, also chosen by
+    ///   [`Store::epoch_deadline_trap`](crate::Store::epoch_deadline_trap):
+    ///   the call stops with [`Trap::Interrupt`];
+    /// - a callback installed by
+    ///   [`Store::epoch_deadline_callback`](crate::Store::epoch_deadline_callback),
+    ///   which gets the store and answers with an
+    ///   [`UpdateDeadline`](crate::UpdateDeadline): stop, go on with a new
+    ///   deadline, or (in an async call) yield first and then go on;
+    /// - a yield to the executor followed by a new deadline `delta` ticks
+    ///   on, chosen by
+    ///   [`Store::epoch_deadline_async_yield_and_update`](crate::Store::epoch_deadline_async_yield_and_update):
+    ///   time slicing for `*_async` calls.
     ///
-    /// The [`Store`](crate::Store) tracks the deadline, and controls what
-    /// happens when the deadline is reached during execution. Several
-    /// behaviors are possible:
+    /// A new store's deadline is 0, which has passed from the start: give
+    /// each store a deadline before its first call, or that call meets the
+    /// deadline behaviour at its first check.
     ///
-    /// - Trap with [`Trap::Interrupt`] if code is executing when the epoch
-    ///   deadline is met. See
-    ///   [`Store::epoch_deadline_trap`](crate::Store::epoch_deadline_trap).
+    /// ## What checks cannot do
     ///
-    /// - Call an arbitrary function. This function may chose to trap, to
-    ///   continue with a new deadline or (in an async call) to yield. See
-    ///   [`Store::epoch_deadline_callback`](crate::Store::epoch_deadline_callback).
+    /// Only running WebAssembly checks the epoch. A blocking host function
+    /// is not interrupted; a tick that comes while it runs is noticed at the
+    /// first check after it returns. Host functions that may block for long
+    /// are better async ([`Linker::func_wrap_async`](crate::Linker::func_wrap_async)):
+    /// the embedder can then drop the call's future, for example when a
+    /// timeout expires.
     ///
-    /// - Yield to the executor loop, then resume when the future is next
-    ///   polled. See
-    ///   [`Store::epoch_deadline_async_yield_and_update`](crate::Store::epoch_deadline_async_yield_and_update).
+    /// WebAssembly cannot skip or disable the checks, but the time between
+    /// two checks is not bounded by the epoch alone. A bulk operation checks
+    /// once, before it starts, and then runs to its end: copying a whole
+    /// linear memory takes as long as it takes. Capping memory sizes (see
+    /// [`Store::limiter`](crate::Store::limiter)) caps that too.
     ///
-    /// Trapping is the default. The yielding behaviour may be used for the
-    /// timeslicing behavior described above; it needs the `*_async` entry
-    /// points. Without them epoch-based interruption serves as a simple
-    /// external-interruption mechanism.
+    /// ## Compared with fuel and MMU interruption
     ///
-    /// An initial deadline must be set before executing code by calling
-    /// [`Store::set_epoch_deadline`](crate::Store::set_epoch_deadline). If
-    /// this deadline is not configured then wasm will immediately trap.
-    ///
-    /// ## Interaction with blocking host calls
-    ///
-    /// Epochs (and fuel) do not assist in handling WebAssembly code blocked
-    /// in a call to the host: they only affect running WebAssembly code. An
-    /// epoch that passes during a host call is noticed at the next check
-    /// after the host function returns. Host functions that may block are
-    /// best written as async host functions
-    /// ([`Linker::func_wrap_async`](crate::Linker::func_wrap_async)), whose
-    /// futures the embedder can cancel, for example with a timeout around
-    /// the call's future.
-    ///
-    /// ## Limitations with malicious guests
-    ///
-    /// Epochs are designed to handle malicious WebAssembly guests: the
-    /// deadline check cannot be avoided by WebAssembly code. Note, though,
-    /// that bulk-data-transfer instructions, such as `memory.copy`, only
-    /// check the epoch once at the start of the operation, so the longest
-    /// time slice a guest can take is bounded by the epoch interval plus the
-    /// largest such operation (bounded by the size of linear memory, which a
-    /// [`ResourceLimiter`](crate::ResourceLimiter) can bound).
-    ///
-    /// ## When to use fuel vs. epochs
-    ///
-    /// In general, epoch-based interruption results in faster execution:
-    /// it only watches a rarely-changing global counter, rather than keeping
-    /// a frequently-changing local counter. Fuel, in contrast, should be
-    /// used when *deterministic* yielding or trapping is needed.
+    /// A check is a load of the engine's counter, a compare with the
+    /// deadline (kept in a local variable between calls) and a branch. Fuel
+    /// ([`Config::consume_fuel`]) instead updates a counter in every basic
+    /// block; it costs somewhat more, and it is the one to use when the
+    /// point of interruption must be the same on every run, which epochs do
+    /// not give. [`Config::mmu_interruption`] makes the check a single load
+    /// and moves the cost to the interrupt itself (its design is in
+    /// `docs/mmu-interruption.md`). On the Sightglass
+    /// programs, the run recorded in `docs/benchmarks.md` measured epochs at
+    /// +22.0 % over plain execution and fuel at +26.5 % (geometric means;
+    /// upstream Wasmtime 48 on the same machine: +21.9 % and +27.0 %).
     ///
     /// ## Default
     ///
     /// Disabled.
     ///
-    /// # See Also
+    /// # Errors
     ///
-    /// - [`Engine::increment_epoch`](crate::Engine::increment_epoch)
-    /// - [`Store::set_epoch_deadline`](crate::Store::set_epoch_deadline)
-    /// - [`Store::epoch_deadline_trap`](crate::Store::epoch_deadline_trap)
-    /// - [`Store::epoch_deadline_callback`](crate::Store::epoch_deadline_callback)
-    /// - [`Store::epoch_deadline_async_yield_and_update`](crate::Store::epoch_deadline_async_yield_and_update)
+    /// None: [`Engine::new`](crate::Engine::new) accepts both values.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     ///
     /// [`Trap::Interrupt`]: crate::Trap::Interrupt
     pub fn epoch_interruption(&mut self, enable: bool) -> &mut Self {
@@ -761,30 +968,44 @@ impl Config {
         self
     }
 
-    /// Configures whether execution of WebAssembly will "consume fuel" to
-    /// either halt or yield execution as desired.
+    /// Compiles WebAssembly to count what it executes against a per-store
+    /// budget of *fuel*, and to stop when the budget is spent.
     ///
-    /// This can be used to deterministically prevent infinitely-executing
-    /// WebAssembly code by instrumenting generated code to consume fuel as it
-    /// executes. When fuel runs out execution traps with
-    /// [`Trap::OutOfFuel`]. Fuel is consumed at about one unit per
-    /// instruction (see [`Store::set_fuel`](crate::Store::set_fuel)) and
-    /// checked at every function entry and loop header.
+    /// Fuel gives a deterministic limit: the same code, given the same fuel
+    /// and the same inputs, stops at the same point on every run and every
+    /// machine, which epochs and MMU interrupts, tied to wall-clock time,
+    /// cannot promise.
+    /// It suits untrusted code that must not loop forever, or metering.
     ///
-    /// Each [`Store`](crate::Store) starts with no fuel and must be given
-    /// some with [`Store::set_fuel`](crate::Store::set_fuel); its remaining
-    /// fuel is returned by [`Store::get_fuel`](crate::Store::get_fuel). With
-    /// [`Store::fuel_async_yield_interval`](crate::Store::fuel_async_yield_interval)
-    /// an async call yields to the executor every so many units instead of
-    /// running until the fuel is gone.
+    /// Each [`Store`](crate::Store) starts with 0 fuel.
+    /// [`Store::set_fuel`](crate::Store::set_fuel) gives it fuel (and lists
+    /// what each operator costs: about one unit each),
+    /// [`Store::get_fuel`](crate::Store::get_fuel) reads what is left, and a
+    /// call that runs out stops with [`Trap::OutOfFuel`]. For async calls, a
+    /// yield interval ([`Store::fuel_async_yield_interval`](crate::Store::fuel_async_yield_interval))
+    /// turns the budget into time slices: the call yields to its executor
+    /// every so many units and only traps once all the fuel is gone.
     ///
-    /// Note that fuel is slower than epochs (see
-    /// [`Config::epoch_interruption`]): it keeps a counter up to date in
-    /// every basic block.
+    /// Compiled code keeps the count in a local variable, adds each basic
+    /// block's cost to it, and writes it back to the store around calls;
+    /// it checks the count at function entries, loop headers and before
+    /// large bulk operations. That makes fuel somewhat more expensive than
+    /// [`Config::epoch_interruption`]: on the Sightglass programs, the run
+    /// recorded in `docs/benchmarks.md` measured +26.5 % over plain
+    /// execution for fuel and +22.0 % for epochs (geometric means).
     ///
     /// ## Default
     ///
     /// Disabled.
+    ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts both values. With
+    /// fuel off, the stores' fuel methods fail.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     ///
     /// [`Trap::OutOfFuel`]: crate::Trap::OutOfFuel
     pub fn consume_fuel(&mut self, enable: bool) -> &mut Self {
@@ -804,12 +1025,21 @@ impl Config {
     /// ## Default
     ///
     /// Not applicable.
+    ///
+    /// # Errors
+    ///
+    /// None: the value is ignored.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     #[deprecated = "async support is decided per call; this setting does nothing"]
     pub fn async_support(&mut self, _enable: bool) -> &mut Self {
         self
     }
 
-    /// Configures the size of the stacks used for asynchronous execution.
+    /// The size in bytes of each fiber stack, the stack that an `*_async`
+    /// call runs its WebAssembly and host functions on.
     ///
     /// Every `*_async` call runs WebAssembly on a fiber: a separate native
     /// stack of this many bytes (rounded up to whole pages), with an
@@ -819,12 +1049,14 @@ impl Config {
     /// keeps the last one it used). See
     /// [`Config::allocation_strategy`] to bound how many exist.
     ///
-    /// The amount of stack space guaranteed for host functions is
-    /// `async_stack_size - max_wasm_stack`, so take care not to set these
-    /// two values close to one another; a host function that overflows a
-    /// fiber stack aborts the process (WebAssembly itself traps with
-    /// [`Trap::StackOverflow`](crate::Trap::StackOverflow) before it gets
-    /// there).
+    /// WebAssembly may use up to [`Config::max_wasm_stack`] bytes of the
+    /// fiber stack before it traps with
+    /// [`Trap::StackOverflow`](crate::Trap::StackOverflow); host functions
+    /// it calls can count only on what is left, `async_stack_size -
+    /// max_wasm_stack` bytes. Leave a generous gap between the two: a host
+    /// function that runs past the end of a fiber stack hits the guard page,
+    /// and since Rust frames cannot be unwound from a signal handler, the
+    /// process then aborts with a message.
     ///
     /// ## Default
     ///
@@ -832,15 +1064,21 @@ impl Config {
     ///
     /// # Errors
     ///
-    /// The [`Engine::new`](crate::Engine::new) method will fail if the value
-    /// for this option is not larger than the [`Config::max_wasm_stack`]
-    /// option.
+    /// [`Engine::new`](crate::Engine::new) fails unless this is larger than
+    /// [`Config::max_wasm_stack`], if the size overflows when rounded up to
+    /// pages, or, with [`InstanceAllocationStrategy::Pooling`], if the
+    /// address space for the pool's stacks cannot be reserved.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn async_stack_size(&mut self, size: usize) -> &mut Self {
         self.async_stack_size = size;
         self
     }
 
-    /// Sets the instance allocation strategy to use.
+    /// Chooses how the engine provides fiber stacks (upstream: instance
+    /// resources in general).
     ///
     /// In this runtime the strategy decides how the fiber stacks of `*_async`
     /// calls are provided; memories, tables and instances are always
@@ -858,13 +1096,24 @@ impl Config {
     /// ## Default
     ///
     /// [`InstanceAllocationStrategy::OnDemand`].
+    ///
+    /// # Errors
+    ///
+    /// With [`InstanceAllocationStrategy::Pooling`],
+    /// [`Engine::new`](crate::Engine::new) fails if the address space for all
+    /// of the pool's stacks cannot be reserved (see
+    /// [`PoolingAllocationConfig::total_stacks`]).
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn allocation_strategy(&mut self, strategy: InstanceAllocationStrategy) -> &mut Self {
         self.allocation_strategy = strategy;
         self
     }
 
-    /// Configures whether [`WasmBacktrace`] will be present in the context of
-    /// errors returned from this runtime.
+    /// Turns the capture of [`WasmBacktrace`]s for failed calls off, or
+    /// back on.
     ///
     /// Deprecated in favor of [`Config::wasm_backtrace_max_frames`]:
     /// `wasm_backtrace(false)` is `wasm_backtrace_max_frames(None)`, and
@@ -874,6 +1123,14 @@ impl Config {
     /// ## Default
     ///
     /// Enabled.
+    ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts both values.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     ///
     /// [`WasmBacktrace`]: crate::WasmBacktrace
     #[deprecated = "use `wasm_backtrace_max_frames` instead"]
@@ -901,6 +1158,14 @@ impl Config {
     ///
     /// `Some(20)`.
     ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts every value.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    ///
     /// [`WasmBacktrace`]: crate::WasmBacktrace
     pub fn wasm_backtrace_max_frames(&mut self, limit: Option<NonZeroUsize>) -> &mut Self {
         self.wasm_backtrace_max_frames = limit;
@@ -916,6 +1181,14 @@ impl Config {
     /// ## Default
     ///
     /// [`WasmBacktraceDetails::Environment`].
+    ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts every value.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn wasm_backtrace_details(&mut self, enable: WasmBacktraceDetails) -> &mut Self {
         self.wasm_backtrace_details = enable;
         self
@@ -987,9 +1260,8 @@ impl fmt::Debug for Config {
     }
 }
 
-/// Possible compilation strategies for a wasm module.
-///
-/// This is used as an argument to the [`Config::strategy`] method.
+/// Which compiler turns WebAssembly into machine code; the argument of
+/// [`Config::strategy`].
 #[non_exhaustive]
 #[derive(PartialEq, Eq, Clone, Debug, Copy)]
 pub enum Strategy {
@@ -1002,27 +1274,32 @@ pub enum Strategy {
     Winch,
 }
 
-/// Possible optimization levels for the Cranelift codegen backend.
+/// How hard Cranelift optimizes; the argument of
+/// [`Config::cranelift_opt_level`].
 #[non_exhaustive]
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
 pub enum OptLevel {
-    /// No optimizations performed, minimizes compilation time.
+    /// No optimization passes: the quickest compile, the slowest code.
     None,
-    /// Generates the fastest possible code, but may take longer.
+    /// Cranelift's optimizations for run-time speed (the default).
     Speed,
-    /// Like `Speed`, but also reduces code size.
+    /// The optimizations of `Speed`, plus those that shrink code.
     SpeedAndSize,
 }
 
-/// Select how wasm backtrace detailed information is handled.
+/// Whether backtraces would resolve DWARF file and line information; the
+/// argument of [`Config::wasm_backtrace_details`].
+///
+/// This runtime never reads DWARF, so all three values give the same
+/// backtraces (function names and WebAssembly offsets).
 #[derive(Debug, Clone, Copy)]
 pub enum WasmBacktraceDetails {
-    /// Support is unconditionally enabled.
+    /// Resolve them always (upstream's meaning; no effect here).
     Enable,
-    /// Support is disabled.
+    /// Never resolve them.
     Disable,
-    /// Support depends on the `WASMTIME_BACKTRACE_DETAILS` environment
-    /// variable.
+    /// Let the `WASMTIME_BACKTRACE_DETAILS` environment variable decide
+    /// (upstream's meaning; no effect here).
     Environment,
 }
 
@@ -1085,6 +1362,15 @@ impl PoolingAllocationConfig {
     /// ## Default
     ///
     /// 1000.
+    ///
+    /// # Errors
+    ///
+    /// [`Engine::new`](crate::Engine::new) fails if the pool's size overflows
+    /// or its address space cannot be reserved.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn total_stacks(&mut self, count: u32) -> &mut Self {
         self.total_stacks = count;
         self
@@ -1103,6 +1389,15 @@ impl PoolingAllocationConfig {
     /// 64 KiB. (Upstream's default is 0, which there means that nothing is
     /// released unless stacks are zeroed; here stacks are never zeroed and
     /// the value always bounds what stays resident.)
+    ///
+    /// # Errors
+    ///
+    /// [`Engine::new`](crate::Engine::new) fails if the size overflows when
+    /// rounded up to whole pages.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
     pub fn async_stack_keep_resident(&mut self, size: usize) -> &mut Self {
         self.async_stack_keep_resident = size;
         self

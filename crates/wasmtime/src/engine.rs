@@ -11,13 +11,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use wasmtime_environ::{Tunables, VMSharedTypeIndex, WasmFuncType};
 
-/// An `Engine` which is a global context for compilation and management of
-/// wasm modules.
+/// The compiler and the state shared by everything compiled with it.
 ///
-/// An engine holds the [`Config`], the compiler, the engine-wide registry
-/// of function types and the epoch counter. It is cheap to clone (a
-/// reference count) and is safe to share across threads. Everything that
-/// interacts (modules, stores, linkers) must come from the same engine.
+/// An engine holds its [`Config`], the Cranelift compiler built from it,
+/// the registry of function types that modules and host functions share,
+/// the epoch counter, the pool of fiber stacks and the list of stores with
+/// MMU interruption. Cloning one only bumps a reference count, and an
+/// engine may be used from any number of threads at once, so a program
+/// usually creates one and hands clones around. Modules, stores and
+/// linkers that work together must all come from the same engine (or its
+/// clones).
 #[derive(Clone)]
 pub struct Engine {
     inner: Arc<EngineInner>,
@@ -58,8 +61,7 @@ impl Default for Engine {
 }
 
 impl Engine {
-    /// Creates a new [`Engine`] with the specified compilation and
-    /// configuration settings.
+    /// Checks `config` and builds an engine from it.
     ///
     /// This installs the process-wide signal handlers that turn faults in
     /// WebAssembly code into traps (once per process; handlers installed
@@ -117,13 +119,14 @@ impl Engine {
         })
     }
 
-    /// Returns the configuration settings that this engine is using.
+    /// The configuration this engine was built from (a copy taken by
+    /// [`Engine::new`]).
     pub fn config(&self) -> &Config {
         &self.inner.config
     }
 
-    /// Returns whether the engine `a` and `b` refer to the same
-    /// configuration (the same engine, or a clone of it).
+    /// Whether `a` and `b` are the same engine, that is, one is a clone of
+    /// the other (two engines built from equal configs are not the same).
     pub fn same(a: &Engine, b: &Engine) -> bool {
         Arc::ptr_eq(&a.inner, &b.inner)
     }
@@ -164,8 +167,8 @@ impl Engine {
         &self.inner.mmu_stores
     }
 
-    /// Returns a weak reference to this engine, which does not keep it
-    /// alive (useful for epoch-ticking threads).
+    /// A handle to this engine that does not keep it alive: a thread that
+    /// ticks the epoch can hold it and stop once the engine is gone.
     pub fn weak(&self) -> EngineWeak {
         EngineWeak {
             inner: Arc::downgrade(&self.inner),
@@ -238,15 +241,14 @@ impl Engine {
 /// pooling default, `PoolingAllocationConfig::async_stack_keep_resident`).
 const ON_DEMAND_STACK_KEEP_RESIDENT: usize = 64 * 1024;
 
-/// A weak reference to an [`Engine`].
+/// A non-owning handle to an [`Engine`], from [`Engine::weak`].
 #[derive(Clone, Debug)]
 pub struct EngineWeak {
     inner: Weak<EngineInner>,
 }
 
 impl EngineWeak {
-    /// Upgrade this weak reference into an [`Engine`], if the engine still
-    /// exists.
+    /// The engine, if some clone of it still exists.
     pub fn upgrade(&self) -> Option<Engine> {
         self.inner.upgrade().map(|inner| Engine { inner })
     }

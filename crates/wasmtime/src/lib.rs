@@ -25,16 +25,16 @@
 //! let engine = Engine::default();
 //! let module = Module::new(&engine, r#"
 //!     (module
-//!         (import "host" "double" (func $double (param i32) (result i32)))
+//!         (import "host" "twice" (func $twice (param i32) (result i32)))
 //!         (func (export "run") (param i32) (result i32)
 //!             local.get 0
-//!             call $double))
+//!             call $twice))
 //! "#)?;
 //! let mut store = Store::new(&engine, ());
 //! let mut linker = Linker::new(&engine);
-//! linker.func_wrap("host", "double", |x: i32| x * 2)?;
-//! let instance = linker.instantiate(&mut store, &module)?;
-//! let run = instance.get_typed_func::<i32, i32>(&mut store, "run")?;
+//! linker.func_wrap("host", "twice", |n: i32| n * 2)?;
+//! let inst = linker.instantiate(&mut store, &module)?;
+//! let run = inst.get_typed_func::<i32, i32>(&mut store, "run")?;
 //! assert_eq!(run.call(&mut store, 21)?, 42);
 //! # Ok(())
 //! # }
@@ -84,8 +84,8 @@
 //! })?;
 //! let mut store = Store::new(&engine, ());
 //! # block_on(async {
-//! let instance = linker.instantiate_async(&mut store, &module).await?;
-//! let run = instance.get_typed_func::<i32, i32>(&mut store, "run")?;
+//! let inst = linker.instantiate_async(&mut store, &module).await?;
+//! let run = inst.get_typed_func::<i32, i32>(&mut store, "run")?;
 //! assert_eq!(run.call_async(&mut store, 41).await?, 42);
 //! # Ok::<(), Error>(())
 //! # })?;

@@ -3,23 +3,23 @@
 use crate::runtime::store::StoreOpaque;
 use crate::{AsContext, ExternType, Func, Global, Memory, MemoryType, SharedMemory, Table};
 
-/// An external item to a WebAssembly module, or a list of what can possibly
-/// be exported from a wasm module.
+/// Anything a module can import or export: one of the store handles below.
 ///
-/// This is both returned from [`Instance::exports`](crate::Instance::exports)
-/// as well as required by [`Instance::new`](crate::Instance::new). In other
-/// words, this is the type of extracted values from an instantiated module,
-/// and it's also used to provide imported values when instantiating a
-/// module.
+/// Instances hand their exports out as `Extern`s
+/// ([`Instance::get_export`](crate::Instance::get_export),
+/// [`Caller::get_export`](crate::Caller::get_export)), and
+/// [`Instance::new`](crate::Instance::new) takes its imports as a list of
+/// them, in the module's import order. The `From` impls turn each handle
+/// type into an `Extern`, and the `into_*` methods take it back out.
 #[derive(Clone, Debug)]
 pub enum Extern {
-    /// A WebAssembly `func` which can be called.
+    /// A function.
     Func(Func),
-    /// A WebAssembly `global` which acts like a `Cell<T>` of sorts.
+    /// A global variable.
     Global(Global),
-    /// A WebAssembly `table` which is an array of `Val` reference types.
+    /// A table of references.
     Table(Table),
-    /// A WebAssembly linear memory.
+    /// A linear memory.
     Memory(Memory),
     /// A WebAssembly shared memory (never produced by this runtime).
     SharedMemory(SharedMemory),
@@ -35,7 +35,7 @@ pub struct Tag {
 }
 
 impl Extern {
-    /// Returns the underlying `Func`, if this external is a function.
+    /// The function, or `None` for any other kind of extern.
     pub fn into_func(self) -> Option<Func> {
         match self {
             Extern::Func(func) => Some(func),
@@ -43,7 +43,7 @@ impl Extern {
         }
     }
 
-    /// Returns the underlying `Global`, if this external is a global.
+    /// The global, or `None` for any other kind of extern.
     pub fn into_global(self) -> Option<Global> {
         match self {
             Extern::Global(global) => Some(global),
@@ -51,7 +51,7 @@ impl Extern {
         }
     }
 
-    /// Returns the underlying `Table`, if this external is a table.
+    /// The table, or `None` for any other kind of extern.
     pub fn into_table(self) -> Option<Table> {
         match self {
             Extern::Table(table) => Some(table),
@@ -59,7 +59,8 @@ impl Extern {
         }
     }
 
-    /// Returns the underlying `Memory`, if this external is a memory.
+    /// The memory, or `None` for any other kind of extern (a shared memory
+    /// included).
     pub fn into_memory(self) -> Option<Memory> {
         match self {
             Extern::Memory(memory) => Some(memory),
@@ -67,8 +68,8 @@ impl Extern {
         }
     }
 
-    /// Returns the underlying `SharedMemory`, if this external is a shared
-    /// memory.
+    /// The shared memory, or `None` for any other kind of extern (always
+    /// `None` for externs from this runtime).
     pub fn into_shared_memory(self) -> Option<SharedMemory> {
         match self {
             Extern::SharedMemory(memory) => Some(memory),
@@ -76,7 +77,8 @@ impl Extern {
         }
     }
 
-    /// Returns the underlying `Tag`, if this external is a tag.
+    /// The tag, or `None` for any other kind of extern (always `None` for
+    /// externs from this runtime).
     pub fn into_tag(self) -> Option<Tag> {
         match self {
             Extern::Tag(tag) => Some(tag),
@@ -84,11 +86,11 @@ impl Extern {
         }
     }
 
-    /// Returns the type associated with this `Extern`.
+    /// The extern's type, read from `store`.
     ///
     /// # Panics
     ///
-    /// Panics if this item does not belong to `store`.
+    /// Panics if the extern is a handle into a different store.
     pub fn ty(&self, store: impl AsContext) -> ExternType {
         let store = store.as_context();
         match self {
@@ -159,11 +161,11 @@ impl From<Tag> for Extern {
     }
 }
 
-/// An exported WebAssembly value.
+/// One export of an instance: its name and the extern it names, as
+/// [`Instance::exports`](crate::Instance::exports) lists them.
 ///
-/// This type is primarily accessed from the
-/// [`Instance::exports`](crate::Instance::exports) accessor and describes
-/// what names and items are exported from a wasm instance.
+/// The name is borrowed from the instance's module, for as long as the
+/// store borrow given to `exports` lasts.
 #[derive(Clone, Debug)]
 pub struct Export<'instance> {
     /// The name of the export.
@@ -177,57 +179,51 @@ impl<'instance> Export<'instance> {
         Export { name, definition }
     }
 
-    /// Returns the name by which this export is known.
+    /// The export's name.
     pub fn name(&self) -> &'instance str {
         self.name
     }
 
-    /// Return the `ExternType` of this export.
+    /// The exported item's type, read from `store`.
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this export.
+    /// Panics if the export is a handle into a different store.
     pub fn ty(&self, store: impl AsContext) -> ExternType {
         self.definition.ty(store)
     }
 
-    /// Consume this `Export` and return the contained `Extern`.
+    /// The exported item, dropping the name.
     pub fn into_extern(self) -> Extern {
         self.definition
     }
 
-    /// Consume this `Export` and return the contained `Func`, if it's a
-    /// function, or `None` otherwise.
+    /// The exported function; `None` if the item is not a function.
     pub fn into_func(self) -> Option<Func> {
         self.definition.into_func()
     }
 
-    /// Consume this `Export` and return the contained `Table`, if it's a
-    /// table, or `None` otherwise.
+    /// The exported table; `None` if the item is not a table.
     pub fn into_table(self) -> Option<Table> {
         self.definition.into_table()
     }
 
-    /// Consume this `Export` and return the contained `Memory`, if it's a
-    /// memory, or `None` otherwise.
+    /// The exported memory; `None` if the item is not a memory.
     pub fn into_memory(self) -> Option<Memory> {
         self.definition.into_memory()
     }
 
-    /// Consume this `Export` and return the contained `SharedMemory`, if
-    /// it's a shared memory, or `None` otherwise.
+    /// The exported shared memory; always `None` in this runtime.
     pub fn into_shared_memory(self) -> Option<SharedMemory> {
         self.definition.into_shared_memory()
     }
 
-    /// Consume this `Export` and return the contained `Global`, if it's a
-    /// global, or `None` otherwise.
+    /// The exported global; `None` if the item is not a global.
     pub fn into_global(self) -> Option<Global> {
         self.definition.into_global()
     }
 
-    /// Consume this `Export` and return the contained `Tag`, if it's a tag,
-    /// or `None` otherwise.
+    /// The exported tag; always `None` in this runtime.
     pub fn into_tag(self) -> Option<Tag> {
         self.definition.into_tag()
     }

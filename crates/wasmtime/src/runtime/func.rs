@@ -36,12 +36,18 @@ use wasmtime_environ::{
 mod typed;
 pub use typed::*;
 
-/// A WebAssembly function which can be called.
+/// A function in a store, defined in WebAssembly or by the host.
 ///
-/// This type typically represents an exported function from a WebAssembly
-/// module instance, or a host function created with [`Func::wrap`] or
-/// [`Func::new`]. It is a handle into a [`Store`](crate::Store): using it
-/// with a different store is an error.
+/// A `Func` comes from an instance's exports
+/// ([`Instance::get_func`](crate::Instance::get_func)), from a `funcref`
+/// value, or from the host ([`Func::wrap`], [`Func::new`] and their async
+/// forms). Either way it is a small `Copy` handle into the
+/// [`Store`](crate::Store) that holds the function; passing it with another
+/// store fails (or panics, in the methods that cannot fail).
+///
+/// [`Func::call`] takes and returns dynamically typed [`Val`]s and checks
+/// them on every call; [`Func::typed`] checks the types once and returns a
+/// [`TypedFunc`] whose calls are cheaper.
 #[derive(Copy, Clone, Debug)]
 pub struct Func {
     pub(crate) store: crate::runtime::store::StoreId,
@@ -422,8 +428,9 @@ unsafe extern "C" fn host_array_call(
 }
 
 impl Func {
-    /// Creates a new `Func` with the given arguments, typically to create a
-    /// host-defined function to pass as an import to a module.
+    /// Defines a host function of type `ty` whose body works on dynamically
+    /// typed values, for when the signature is only known at run time (use
+    /// [`Func::wrap`] when it is known at compile time).
     ///
     /// The closure receives the parameters as [`Val`]s and writes the
     /// results into a slice pre-filled with default values; it must write
@@ -552,8 +559,8 @@ impl Func {
             .expect("failed to create a host function")
     }
 
-    /// Same as [`Func::wrap`], except the closure asynchronously produces the
-    /// result and the arguments are passed within a tuple.
+    /// The async form of [`Func::wrap`]: the closure gets its parameters as
+    /// one tuple and returns a boxed future of the results.
     ///
     /// See [`Func::new_async`] for how such a function runs and what it
     /// requires of the store.
@@ -598,7 +605,7 @@ impl Func {
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this function.
+    /// Panics if this function belongs to a different store.
     pub fn to_raw(&self, mut store: impl AsContextMut) -> *mut c_void {
         let store = store.as_context_mut();
         let opaque = &store.0.opaque;
@@ -606,11 +613,11 @@ impl Func {
         opaque.funcs[self.index as usize].func_ref.as_ptr().cast()
     }
 
-    /// Returns the underlying wasm type that this `Func` has.
+    /// The function's signature.
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this function.
+    /// Panics if this function belongs to a different store.
     pub fn ty(&self, store: impl AsContext) -> FuncType {
         let store = store.as_context();
         let opaque = &store.0.opaque;
@@ -619,24 +626,32 @@ impl Func {
         FuncType::from_index(opaque.engine(), data.ty)
     }
 
-    /// Does this function match the given type?
+    /// Whether this function may be used where `func_ty` is expected: here,
+    /// whether its signature is `func_ty` (see [`FuncType::matches`]).
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this function.
+    /// Panics if this function belongs to a different store.
     pub fn matches_ty(&self, store: impl AsContext, func_ty: &FuncType) -> bool {
         self.ty(store).matches(func_ty)
     }
 
-    /// Invokes this function with the `params` given and writes returned
-    /// values to `results`.
+    /// Calls the function synchronously with `params`, storing its results
+    /// in `results`.
+    ///
+    /// `results` must have one slot per result (their old values are
+    /// overwritten). Every parameter is checked against the signature on
+    /// each call; [`Func::typed`] avoids that cost for hot calls.
     ///
     /// # Errors
     ///
     /// Fails if the number or types of `params` or the number of `results`
     /// do not match the function's type, if a value belongs to another
-    /// store, or if the call traps (the error then holds a [`Trap`] and,
-    /// usually, a [`WasmBacktrace`]) or a host function it calls fails.
+    /// store, if the call traps (the error then holds a [`Trap`] and,
+    /// usually, a [`WasmBacktrace`]) or a host function it calls fails, or
+    /// if the store requires `*_async` entry points (see
+    /// [`Func::call_async`]) or this is called from a host function of an
+    /// async call.
     ///
     /// # Panics
     ///
@@ -660,31 +675,38 @@ impl Func {
         Ok(())
     }
 
-    /// Invokes this function with the `params` given, returning the results
-    /// asynchronously.
+    /// Calls the function as [`Func::call`] does, but on a fiber, so that
+    /// the call can wait without blocking its thread.
     ///
-    /// This function is the same as [`Func::call`] except that it is
-    /// asynchronous: WebAssembly runs on a fiber (a stack of
-    /// [`Config::async_stack_size`](crate::Config::async_stack_size) bytes),
-    /// and whenever it waits (an async host function's future is pending, or
-    /// an epoch or fuel yield) the fiber suspends and the returned future is
-    /// `Pending`. Dropping the future while it is suspended cancels the call:
-    /// the WebAssembly frames are unwound (as by a trap) and the store can
-    /// be used again.
+    /// The WebAssembly runs on a separate stack of
+    /// [`Config::async_stack_size`](crate::Config::async_stack_size) bytes,
+    /// entered from the returned future's `poll`. Whenever it has to wait
+    /// (the future of an async host function is pending, or an epoch, fuel
+    /// or MMU yield), the fiber suspends and `poll` returns `Pending`; the
+    /// next `poll`, possibly on another thread, resumes it. Dropping the
+    /// future while the call is suspended cancels it: its WebAssembly frames
+    /// are unwound as by a trap and the store stays usable. The store's
+    /// data must be `Send`, and then so is the future.
     ///
-    /// It's important to note that the execution of WebAssembly will happen
-    /// synchronously in the `poll` method of the future returned from this
-    /// function. This crate does not manage its own thread pool or similar
-    /// to execute WebAssembly in. Future `poll` methods are generally
-    /// expected to resolve quickly, so it's recommended that you run or poll
-    /// this future in a "blocking context", or configure yielding with
-    /// [`Store::epoch_deadline_async_yield_and_update`](crate::Store::epoch_deadline_async_yield_and_update)
-    /// or [`Store::fuel_async_yield_interval`](crate::Store::fuel_async_yield_interval).
+    /// Between two suspensions the guest runs inside `poll`, for as long as
+    /// it likes: this crate has no thread pool of its own. A guest that
+    /// computes for long stretches therefore stalls its executor thread
+    /// unless the store yields periodically
+    /// ([`Store::epoch_deadline_async_yield_and_update`](crate::Store::epoch_deadline_async_yield_and_update),
+    /// [`Store::fuel_async_yield_interval`](crate::Store::fuel_async_yield_interval),
+    /// [`Store::mmu_interrupt_async_yield`](crate::Store::mmu_interrupt_async_yield)),
+    /// or the future is polled where blocking is acceptable (for example a
+    /// `spawn_blocking` task).
+    ///
+    /// Unlike [`Func::call`], this may be used on any store, including one
+    /// that requires async entry points. The architecture notes
+    /// (`docs/architecture.md`, "Async calls on fibers") describe how the
+    /// fiber, traps and cancellation fit together.
     ///
     /// # Errors
     ///
-    /// For more information on errors see the [`Func::call`] documentation;
-    /// this also fails if no fiber stack can be allocated.
+    /// As for [`Func::call`] (less the async requirement); this also fails
+    /// if no fiber stack can be allocated.
     ///
     /// # Panics
     ///
@@ -758,8 +780,9 @@ impl Func {
         }
     }
 
-    /// Attempts to extract a typed object from this `Func` through which
-    /// the function can be called.
+    /// Checks once that the function's signature is `Params -> Results`
+    /// and returns a [`TypedFunc`], whose calls then skip the per-call
+    /// checks and conversions of [`Func::call`].
     ///
     /// # Errors
     ///
@@ -820,81 +843,122 @@ pub(crate) unsafe fn call_raw(
     }
 }
 
-/// A structure representing the caller's context when creating a function
-/// via [`Func::wrap`].
+/// What a host function sees of its call: the store, and the instance whose
+/// code made the call.
 ///
-/// This structure can be taken as the first parameter of a closure passed
-/// to [`Func::wrap`] or other constructors, and serves two purposes:
+/// A host function defined with [`Func::wrap`], [`Func::new`],
+/// [`Linker::func_wrap`](crate::Linker::func_wrap) or their async forms may
+/// take a `Caller<'_, T>` as its first argument. It lends the host function
+/// the whole [`Store`](crate::Store) for the duration of the call: the data
+/// `T` ([`Caller::data`], [`Caller::data_mut`]), the fuel, and, through its
+/// [`AsContextMut`] implementation, every API that needs a store (reading a
+/// memory, calling back into WebAssembly, setting the epoch deadline, ...).
 ///
-/// * First consumers can use [`Caller<'_, T>`](crate::Caller) to get access
-///   to [`StoreContextMut<'_, T>`](crate::StoreContextMut) and/or get access
-///   to `T` itself. This means that the [`Caller`] type can serve as a proxy
-///   to the original [`Store`](crate::Store) itself and is used to satisfy
-///   [`AsContext`] and [`AsContextMut`] bounds.
+/// [`Caller::get_export`] looks up the exports of the calling instance.
+/// That is how a host function gets at the guest's linear memory, to read
+/// the bytes a pointer argument refers to or to write a result, or at a
+/// guest function such as an allocator to call back into. When the host
+/// calls a host function directly (with [`Func::call`]), there is no
+/// calling instance and `get_export` returns `None`.
 ///
-/// * Second a [`Caller`] can be used as the name implies, learning about the
-///   caller's context, namely it's exported memory and exported functions.
-///   This allows functions which take pointers as arguments to easily read
-///   the memory the pointers point into, or if a function is expected to
-///   call malloc in the wasm module to reserve space for the output you can
-///   do that.
+/// # Example
+///
+/// ```
+/// use wasmtime::{Caller, Engine, Linker, Module, Store};
+///
+/// # fn main() -> wasmtime::Result<()> {
+/// let engine = Engine::default();
+/// let module = Module::new(
+///     &engine,
+///     r#"(module
+///          (import "host" "log" (func $log (param i32 i32)))
+///          (memory (export "memory") 1)
+///          (data (i32.const 16) "hello from wasm")
+///          (func (export "run") (call $log (i32.const 16) (i32.const 15))))"#,
+/// )?;
+///
+/// let mut linker = Linker::<Vec<String>>::new(&engine);
+/// linker.func_wrap(
+///     "host",
+///     "log",
+///     |mut caller: Caller<'_, Vec<String>>, ptr: i32, len: i32| -> wasmtime::Result<()> {
+///         let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory()) else {
+///             wasmtime::bail!("the caller exports no memory");
+///         };
+///         let mut bytes = vec![0; len as usize];
+///         memory.read(&caller, ptr as usize, &mut bytes)?;
+///         let line = String::from_utf8(bytes)?;
+///         caller.data_mut().push(line);
+///         Ok(())
+///     },
+/// )?;
+///
+/// let mut store = Store::new(&engine, Vec::new());
+/// let inst = linker.instantiate(&mut store, &module)?;
+/// inst.get_typed_func::<(), ()>(&mut store, "run")?.call(&mut store, ())?;
+/// assert_eq!(store.data()[..], ["hello from wasm"]);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Caller<'a, T: 'static> {
     pub(crate) store: StoreContextMut<'a, T>,
     caller: Option<Instance>,
 }
 
 impl<T> Caller<'_, T> {
-    /// Looks up an export from the caller's module by the `name` given.
+    /// The export called `name` of the instance that called this host
+    /// function.
     ///
-    /// Returns `None` if the caller is not a WebAssembly instance (the
-    /// function was called directly from the host) or has no such export.
+    /// `None` if that instance exports nothing by that name, or if there is
+    /// no calling instance (the host called the function directly).
     pub fn get_export(&mut self, name: &str) -> Option<Extern> {
         let instance = self.caller?;
         instance.get_export(&mut self.store, name)
     }
 
-    /// Access the underlying data owned by this `Store`.
+    /// The store's embedder data.
     pub fn data(&self) -> &T {
         self.store.data()
     }
 
-    /// Access the underlying data owned by this `Store`.
+    /// The store's embedder data, mutably.
     pub fn data_mut(&mut self) -> &mut T {
         self.store.data_mut()
     }
 
-    /// Returns the underlying [`Engine`] this store is connected to.
+    /// The engine of the store this call runs in.
     pub fn engine(&self) -> &Engine {
         self.store.engine()
     }
 
-    /// Returns the remaining fuel in the store (see
-    /// [`Store::get_fuel`](crate::Store::get_fuel)).
+    /// The store's remaining fuel, as
+    /// [`Store::get_fuel`](crate::Store::get_fuel) reports it.
     ///
     /// # Errors
     ///
-    /// Fails if fuel consumption is not enabled.
+    /// Fails unless the engine consumes fuel.
     pub fn get_fuel(&self) -> Result<u64> {
         self.store.get_fuel()
     }
 
-    /// Sets the fuel of the store (see
-    /// [`Store::set_fuel`](crate::Store::set_fuel)).
+    /// Replaces the store's fuel, as
+    /// [`Store::set_fuel`](crate::Store::set_fuel) does; the WebAssembly
+    /// that called this function goes on with the new amount.
     ///
     /// # Errors
     ///
-    /// Fails if fuel consumption is not enabled.
+    /// Fails unless the engine consumes fuel.
     pub fn set_fuel(&mut self, fuel: u64) -> Result<()> {
         self.store.set_fuel(fuel)
     }
 
-    /// Configures this store to yield while executing futures every
-    /// `interval` units of fuel (see
-    /// [`Store::fuel_async_yield_interval`](crate::Store::fuel_async_yield_interval)).
+    /// Makes async calls yield every `interval` units of fuel; see
+    /// [`Store::fuel_async_yield_interval`](crate::Store::fuel_async_yield_interval) for details.
     ///
     /// # Errors
     ///
-    /// Fails if fuel is not enabled or `interval` is `Some(0)`.
+    /// Fails unless the engine consumes fuel, or if `interval` is
+    /// `Some(0)`.
     pub fn fuel_async_yield_interval(&mut self, interval: Option<u64>) -> Result<()> {
         self.store.fuel_async_yield_interval(interval)
     }
@@ -920,12 +984,11 @@ impl<'a, T: 'static> From<Caller<'a, T>> for StoreContextMut<'a, T> {
     }
 }
 
-/// A trait implemented for types which can be returned from closures passed
-/// to [`Func::wrap`] and friends.
+/// Return types of the closures given to [`Func::wrap`],
+/// [`Linker::func_wrap`](crate::Linker::func_wrap) and their async forms.
 ///
-/// This trait should not be implemented by user types. The types which
-/// implement it are `()`, every [`WasmTy`], tuples of up to 16 [`WasmTy`]s,
-/// and [`Result`]s of any of those.
+/// Only this crate implements it, for `()`, every [`WasmTy`], tuples of up
+/// to 16 [`WasmTy`]s, and [`Result`]s of any of those.
 ///
 /// # Safety
 ///
@@ -1058,11 +1121,13 @@ macro_rules! impl_wasm_host_results {
 
 for_each_function_signature!(impl_wasm_host_results);
 
-/// Internal trait implemented for all arguments that can be passed to
-/// [`Func::wrap`] and [`Linker::func_wrap`](crate::Linker::func_wrap).
+/// Closures that [`Func::wrap`] and
+/// [`Linker::func_wrap`](crate::Linker::func_wrap) accept: `Fn`s of an
+/// optional leading [`Caller`] and up to 16 [`WasmTy`] parameters,
+/// returning a [`WasmRet`].
 ///
-/// This trait should not be implemented by external users, it's only
-/// intended as an implementation detail of this crate.
+/// Only this crate implements it; it appears in signatures so that those
+/// functions can accept all such closures.
 pub trait IntoFunc<T, Params, Results>: Send + Sync + 'static {
     /// Converts this function into a host function definition.
     #[doc(hidden)]
@@ -1141,7 +1206,7 @@ for_each_function_signature!(impl_into_func);
 ///
 /// `load` must read exactly the types `valtypes` lists.
 pub unsafe trait WasmTyList {
-    /// Get the value type that each Type in the list represents.
+    /// The WebAssembly types of the list's elements, in order.
     fn valtypes() -> impl Iterator<Item = ValType>;
 
     /// Reads the list from array-call value slots.

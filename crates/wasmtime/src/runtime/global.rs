@@ -6,12 +6,14 @@ use crate::{AsContext, AsContextMut, GlobalType, Val};
 use anyhow::{Context, Result, bail};
 use wasmtime_environ::vm::ValRaw;
 
-/// A WebAssembly `global` value which can be read and written to.
+/// A global variable: one value of a fixed type, mutable or not, that
+/// WebAssembly reads with `global.get` and (if mutable) writes with
+/// `global.set`.
 ///
-/// A `global` in WebAssembly is sort of like a global variable within an
-/// [`Instance`](crate::Instance). The `global.get` and `global.set`
-/// instructions will modify and read global values in a wasm module.
-/// A `Global` is a handle into the [`Store`](crate::Store) that owns it.
+/// A `Global` comes from an instance's exports or from [`Global::new`],
+/// and is a handle into the [`Store`](crate::Store) that holds the global.
+/// The host reads and writes it as a [`Val`] with [`Global::get`] and
+/// [`Global::set`].
 #[derive(Copy, Clone, Debug)]
 pub struct Global {
     pub(crate) store: StoreId,
@@ -19,8 +21,8 @@ pub struct Global {
 }
 
 impl Global {
-    /// Creates a new WebAssembly `global` value with the provided type `ty`
-    /// and initial value `val`.
+    /// A new global of type `ty` in `store`, holding `val`, made by the
+    /// host (for example to pass as an import).
     ///
     /// # Errors
     ///
@@ -47,22 +49,22 @@ impl Global {
         store.assert_store(self.store, "global");
     }
 
-    /// Returns the underlying type of this `global`.
+    /// The global's type: value type and mutability.
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this global.
+    /// Panics if this global belongs to a different store.
     pub fn ty(&self, store: impl AsContext) -> GlobalType {
         let store = store.as_context();
         self.check(&store.0.opaque);
         GlobalType::from_wasm(&store.0.opaque.globals[self.index as usize].ty)
     }
 
-    /// Returns the current [`Val`] of this global.
+    /// The global's current value.
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this global.
+    /// Panics if this global belongs to a different store.
     pub fn get(&self, mut store: impl AsContextMut) -> Val {
         let store = store.as_context_mut();
         let opaque = &mut store.0.opaque;
@@ -75,7 +77,8 @@ impl Global {
         unsafe { Val::from_raw_wasm(opaque, raw, ty) }
     }
 
-    /// Attempts to set the current value of this global to [`Val`].
+    /// Replaces the global's value with `val`; WebAssembly sees the new
+    /// value at its next `global.get`.
     ///
     /// # Errors
     ///
@@ -84,7 +87,7 @@ impl Global {
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this global.
+    /// Panics if this global belongs to a different store.
     pub fn set(&self, mut store: impl AsContextMut, val: Val) -> Result<()> {
         let store = store.as_context_mut();
         let opaque = &mut store.0.opaque;

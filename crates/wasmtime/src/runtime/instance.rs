@@ -15,16 +15,20 @@ use wasmtime_environ::{
     DataMode, DefinedFuncIndex, ElementMode, EntityIndex, EntityRef, EntityType, WasmValType,
 };
 
-/// An instantiated WebAssembly module.
+/// A module brought to life in a store: its memories, tables, globals and
+/// functions, with the imports it was given.
 ///
-/// This type represents the instantiation of a [`Module`]. Once instantiated
-/// you can access the [`exports`](Instance::exports) which are of type
-/// [`Extern`] and provide the ability to call functions, set globals, read
-/// memory, etc. When interacting with any wasm code you'll want to make an
-/// [`Instance`] to call any code or execute anything.
+/// A compiled [`Module`] cannot run by itself; instantiating it
+/// ([`Instance::new`], or [`Linker::instantiate`](crate::Linker::instantiate)
+/// to resolve imports by name) creates the instance's state in a
+/// [`Store`](crate::Store). What the module exports is then reachable
+/// through the instance: [`Instance::get_typed_func`] and
+/// [`Instance::get_func`] for functions to call, [`Instance::get_memory`],
+/// [`Instance::get_global`] and [`Instance::get_table`] for the rest, and
+/// [`Instance::exports`] to list them all.
 ///
-/// Instances are owned by a [`Store`](crate::Store) which is passed in at
-/// creation time; an `Instance` is a handle into that store.
+/// `Instance` itself is a `Copy` handle into the store that holds the
+/// instance; the instance lives as long as that store.
 #[derive(Copy, Clone, Debug)]
 pub struct Instance {
     pub(crate) store: crate::runtime::store::StoreId,
@@ -32,8 +36,8 @@ pub struct Instance {
 }
 
 impl Instance {
-    /// Creates a new [`Instance`] from the previously compiled [`Module`]
-    /// and list of `imports` specified.
+    /// Instantiates `module` in `store` with `imports`, one extern per
+    /// import of the module.
     ///
     /// The `imports` must be given in the order of [`Module::imports`], and
     /// each must match the import's type and belong to `store`. For name
@@ -63,9 +67,9 @@ impl Instance {
         instantiate(opaque, module, imports)
     }
 
-    /// Same as [`Instance::new`], except for usage in asynchronous stores:
-    /// instantiation, including the start function, runs on a fiber (see
-    /// [`Func::call_async`]).
+    /// [`Instance::new`] for stores that need the `*_async` entry points:
+    /// instantiation, start function included, runs on a fiber, as for
+    /// [`Func::call_async`].
     ///
     /// This is required for stores that need `*_async` entry points (for
     /// example because they define async host functions), and works with
@@ -87,11 +91,11 @@ impl Instance {
             .await?
     }
 
-    /// Returns the module this instance was instantiated from.
+    /// The module this instance was made from.
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this instance.
+    /// Panics if this instance belongs to a different store.
     pub fn module<'a, T: 'static>(&self, store: impl Into<StoreContext<'a, T>>) -> &'a Module {
         let store = store.into();
         let opaque: &'a StoreOpaque = &store.0.opaque;
@@ -99,11 +103,11 @@ impl Instance {
         opaque.instances[self.index as usize].module()
     }
 
-    /// Returns the list of exported items from this [`Instance`].
+    /// All the instance's exports, in the order the module declares them.
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this instance.
+    /// Panics if this instance belongs to a different store.
     pub fn exports<'a, T: 'static>(
         &'a self,
         store: impl Into<StoreContextMut<'a, T>>,
@@ -134,13 +138,11 @@ impl Instance {
         items.into_iter()
     }
 
-    /// Looks up an exported [`Extern`] value by name.
-    ///
-    /// Returns `None` if there is no export named `name`.
+    /// The export called `name`, of whatever kind; `None` if there is none.
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this instance.
+    /// Panics if this instance belongs to a different store.
     pub fn get_export(&self, mut store: impl AsContextMut, name: &str) -> Option<Extern> {
         let store = store.as_context_mut();
         let opaque = &mut store.0.opaque;
@@ -151,19 +153,20 @@ impl Instance {
         Some(export_extern(opaque, self.index, index))
     }
 
-    /// Looks up an exported [`Func`] value by name.
+    /// The function exported as `name`; `None` if no export has that name
+    /// or it is not a function.
     ///
-    /// Returns `None` if there was no export named `name`, or if there was
-    /// but it wasn't a function.
+    /// Prefer [`Instance::get_typed_func`] when the signature is known.
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this instance.
+    /// Panics if this instance belongs to a different store.
     pub fn get_func(&self, store: impl AsContextMut, name: &str) -> Option<Func> {
         self.get_export(store, name)?.into_func()
     }
 
-    /// Looks up an exported [`Func`] value by name and with its type.
+    /// The function exported as `name`, as a [`TypedFunc`] with the
+    /// signature `Params -> Results`, checked once here.
     ///
     /// # Errors
     ///
@@ -172,7 +175,7 @@ impl Instance {
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this instance.
+    /// Panics if this instance belongs to a different store.
     pub fn get_typed_func<Params, Results>(
         &self,
         mut store: impl AsContextMut,
@@ -190,20 +193,22 @@ impl Instance {
             .with_context(|| format!("failed to convert function `{name}` to given type"))
     }
 
-    /// Looks up an exported [`Table`] value by name.
+    /// The table exported as `name`; `None` if no export has that name or
+    /// it is not a table.
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this instance.
+    /// Panics if this instance belongs to a different store.
     pub fn get_table(&self, store: impl AsContextMut, name: &str) -> Option<Table> {
         self.get_export(store, name)?.into_table()
     }
 
-    /// Looks up an exported [`Memory`] value by name.
+    /// The linear memory exported as `name`; `None` if no export has that
+    /// name or it is not a memory.
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this instance.
+    /// Panics if this instance belongs to a different store.
     pub fn get_memory(&self, store: impl AsContextMut, name: &str) -> Option<Memory> {
         self.get_export(store, name)?.into_memory()
     }
@@ -213,7 +218,7 @@ impl Instance {
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this instance.
+    /// Panics if this instance belongs to a different store.
     pub fn get_shared_memory(
         &self,
         store: impl AsContextMut,
@@ -222,11 +227,12 @@ impl Instance {
         self.get_export(store, name)?.into_shared_memory()
     }
 
-    /// Looks up an exported [`Global`] value by name.
+    /// The global exported as `name`; `None` if no export has that name or
+    /// it is not a global.
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this instance.
+    /// Panics if this instance belongs to a different store.
     pub fn get_global(&self, store: impl AsContextMut, name: &str) -> Option<Global> {
         self.get_export(store, name)?.into_global()
     }
@@ -590,14 +596,13 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
     Ok(handle)
 }
 
-/// An instance, pre-instantiation, that is ready to be instantiated.
-///
-/// This structure represents an instance *just before* it was instantiated,
-/// after all type-checking and imports have been resolved. The only thing
-/// left to do for this instance is to actually run the process of
-/// instantiation.
+/// A module together with the linker definitions for its imports, found
+/// by name once so that it can be instantiated many times.
 ///
 /// Created by [`Linker::instantiate_pre`](crate::Linker::instantiate_pre).
+/// The definitions' types are checked against the imports at each
+/// instantiation (a definition that belongs to a store, unlike a host
+/// function, can only be used in that store).
 pub struct InstancePre<T> {
     module: Module,
     items: Vec<Definition>,
@@ -631,14 +636,13 @@ impl<T: 'static> InstancePre<T> {
         }
     }
 
-    /// Returns a reference to the module that this [`InstancePre`] will be
-    /// instantiating.
+    /// The module this value instantiates.
     pub fn module(&self) -> &Module {
         &self.module
     }
 
-    /// Instantiates this instance, creating a new instance within the
-    /// provided `store`.
+    /// Instantiates the module in `store` with the resolved definitions
+    /// (host functions are materialized in `store` first).
     ///
     /// # Errors
     ///
@@ -655,8 +659,8 @@ impl<T: 'static> InstancePre<T> {
         instantiate(opaque, &self.module, &imports)
     }
 
-    /// Same as [`InstancePre::instantiate`], but instantiation (including
-    /// the start function) runs on a fiber; see [`Instance::new_async`].
+    /// [`InstancePre::instantiate`] for stores that need the `*_async`
+    /// entry points; see [`Instance::new_async`].
     ///
     /// # Errors
     ///

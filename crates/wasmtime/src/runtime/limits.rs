@@ -2,39 +2,51 @@
 
 use anyhow::{Result, bail};
 
-/// Value returned by [`ResourceLimiter::instances`] default method
+/// How many instances a store may hold when its limiter does not say
+/// otherwise (the default of [`ResourceLimiter::instances`], and the
+/// bound of a store without a limiter).
 pub const DEFAULT_INSTANCE_LIMIT: usize = 10000;
-/// Value returned by [`ResourceLimiter::tables`] default method
+/// How many tables a store may hold when its limiter does not say otherwise
+/// (the default of [`ResourceLimiter::tables`], and the bound of a store
+/// without a limiter).
 pub const DEFAULT_TABLE_LIMIT: usize = 10000;
-/// Value returned by [`ResourceLimiter::memories`] default method
+/// How many linear memories a store may hold when its limiter does not say
+/// otherwise (the default of [`ResourceLimiter::memories`], and the bound
+/// of a store without a limiter).
 pub const DEFAULT_MEMORY_LIMIT: usize = 10000;
 
-/// Used by hosts to limit resource consumption of instances.
+/// The embedder's say over what a store allocates: the sizes of its linear
+/// memories and tables, and how many instances, memories and tables it
+/// holds.
 ///
-/// An instance of a type implementing this trait is installed in a store
-/// with [`Store::limiter`](crate::Store::limiter). It is asked before a
-/// linear memory or table is created or grown, and bounds the number of
-/// instances, memories and tables in the store.
+/// Install one with [`Store::limiter`](crate::Store::limiter). The store
+/// then asks it before it creates or grows a memory or a table, whether
+/// for an instantiation, a host API ([`Memory::new`](crate::Memory::new),
+/// [`Table::grow`](crate::Table::grow), ...) or a `memory.grow` or
+/// `table.grow` instruction, and reads its counts once, at installation.
+/// [`StoreLimits`] covers the common case of fixed limits.
 ///
-/// This trait only limits resources allocated by WebAssembly instances and
-/// by the embedder through this crate's API (memories, tables); the
-/// runtime's own bookkeeping is not counted.
+/// Only memories and tables are limited. The runtime's own allocations
+/// (instance records, compiled code, fiber stacks) are not reported here.
 pub trait ResourceLimiter: Send {
-    /// Notifies the resource limiter that a linear memory has been
-    /// requested to grow (or to be created, with `current == 0`).
+    /// Decides whether a linear memory may grow from `current` to `desired`
+    /// bytes; creating a memory asks with `current == 0`.
     ///
-    /// * `current` is the current size of the linear memory in bytes.
-    /// * `desired` is the desired size of the linear memory in bytes.
-    /// * `maximum` is the linear memory's maximum in bytes, if any.
+    /// `maximum` is the memory's declared maximum in bytes, if it has one.
+    /// Neither the request nor the answer is checked against it first: a
+    /// limiter that allows growth past `maximum` still sees it fail.
     ///
     /// ## Return Value
     ///
-    /// `Ok(true)` allows the growth (which can still fail past `maximum`).
-    /// `Ok(false)` makes `memory.grow` return -1, and
-    /// [`Memory::new`](crate::Memory::new), [`Memory::grow`](crate::Memory::grow)
-    /// or instantiation fail. An `Err` fails instantiation and the host
-    /// APIs with that error; for the `memory.grow` instruction it is treated
-    /// like `Ok(false)` (in this runtime `memory.grow` never traps).
+    /// * `Ok(true)`: go ahead.
+    /// * `Ok(false)`: refuse. The `memory.grow` instruction returns -1;
+    ///   [`Memory::new`](crate::Memory::new),
+    ///   [`Memory::grow`](crate::Memory::grow) and instantiation fail with
+    ///   an error.
+    /// * `Err(e)`: fail with `e`. A host API or instantiation returns it; a
+    ///   `memory.grow` instruction stops the call, which then fails with
+    ///   `e` (and a [`WasmBacktrace`](crate::WasmBacktrace) pointing at the
+    ///   growing function).
     fn memory_growing(
         &mut self,
         current: usize,
@@ -42,23 +54,27 @@ pub trait ResourceLimiter: Send {
         maximum: Option<usize>,
     ) -> Result<bool>;
 
-    /// Notifies the resource limiter that growing a linear memory, permitted
-    /// by [`ResourceLimiter::memory_growing`], has failed.
+    /// Hears of a memory growth that [`ResourceLimiter::memory_growing`]
+    /// allowed but that then failed (for example past the memory's
+    /// maximum); `error` describes the failure.
     ///
-    /// The default implementation ignores the failure.
+    /// Returning `Ok(())` keeps the failure an ordinary one (`memory.grow`
+    /// returns -1, [`Memory::grow`](crate::Memory::grow) returns an error);
+    /// returning an error fails the operation with it, as an `Err` from
+    /// `memory_growing` would. The default returns `Ok(())`.
     fn memory_grow_failed(&mut self, error: crate::Error) -> Result<()> {
         let _ = error;
         Ok(())
     }
 
-    /// Notifies the resource limiter that a table has been requested to
-    /// grow (or to be created, with `current == 0`).
+    /// Decides whether a table may grow from `current` to `desired`
+    /// elements; creating a table asks with `current == 0`.
     ///
-    /// * `current` is the current number of elements in the table.
-    /// * `desired` is the desired number of elements in the table.
-    /// * `maximum` is the table's maximum, if any.
-    ///
-    /// See [`ResourceLimiter::memory_growing`] for the return value.
+    /// `maximum` is the table's declared maximum, if any. The answers mean
+    /// what they mean for [`ResourceLimiter::memory_growing`], with
+    /// `table.grow`, [`Table::new`](crate::Table::new) and
+    /// [`Table::grow`](crate::Table::grow) in place of the memory
+    /// operations.
     fn table_growing(
         &mut self,
         current: usize,
@@ -66,93 +82,94 @@ pub trait ResourceLimiter: Send {
         maximum: Option<usize>,
     ) -> Result<bool>;
 
-    /// Notifies the resource limiter that growing a table, permitted by
-    /// [`ResourceLimiter::table_growing`], has failed.
-    ///
-    /// The default implementation ignores the failure.
+    /// Hears of a table growth that [`ResourceLimiter::table_growing`]
+    /// allowed but that then failed; as
+    /// [`ResourceLimiter::memory_grow_failed`] for memories. The default
+    /// returns `Ok(())`.
     fn table_grow_failed(&mut self, error: crate::Error) -> Result<()> {
         let _ = error;
         Ok(())
     }
 
-    /// The maximum number of instances that can be created for a `Store`.
+    /// How many instances the store may hold at once; instantiating one
+    /// more fails. The default is [`DEFAULT_INSTANCE_LIMIT`].
     ///
-    /// Module instantiation will fail if this limit is exceeded. Defaults to
-    /// 10,000.
+    /// Read once, by [`Store::limiter`](crate::Store::limiter).
     fn instances(&self) -> usize {
         DEFAULT_INSTANCE_LIMIT
     }
 
-    /// The maximum number of tables that can be created for a `Store`.
+    /// How many tables the store may hold; creating one more, directly or
+    /// by instantiation, fails. The default is [`DEFAULT_TABLE_LIMIT`].
     ///
-    /// Creation of tables will fail if this limit is exceeded. Defaults to
-    /// 10,000.
+    /// Read once, by [`Store::limiter`](crate::Store::limiter).
     fn tables(&self) -> usize {
         DEFAULT_TABLE_LIMIT
     }
 
-    /// The maximum number of linear memories that can be created for a
-    /// `Store`.
+    /// How many linear memories the store may hold; creating one more,
+    /// directly or by instantiation, fails. The default is
+    /// [`DEFAULT_MEMORY_LIMIT`].
     ///
-    /// Creation of memories will fail with an error if this limit is
-    /// exceeded. Defaults to 10,000.
+    /// Read once, by [`Store::limiter`](crate::Store::limiter).
     fn memories(&self) -> usize {
         DEFAULT_MEMORY_LIMIT
     }
 }
 
-/// Used to build [`StoreLimits`].
+/// Builds a [`StoreLimits`] one limit at a time.
 pub struct StoreLimitsBuilder(StoreLimits);
 
 impl StoreLimitsBuilder {
-    /// Creates a new [`StoreLimitsBuilder`]: no size limits, and the
-    /// default counts of instances, memories and tables.
+    /// A builder with no size limits and the default counts
+    /// ([`DEFAULT_INSTANCE_LIMIT`], [`DEFAULT_MEMORY_LIMIT`],
+    /// [`DEFAULT_TABLE_LIMIT`]).
     pub fn new() -> Self {
         Self(StoreLimits::default())
     }
 
-    /// The maximum number of bytes a linear memory can grow to.
+    /// Caps every linear memory of the store at `limit` bytes, for creation
+    /// and growth alike.
     pub fn memory_size(mut self, limit: usize) -> Self {
         self.0.memory_size = Some(limit);
         self
     }
 
-    /// The maximum number of elements in a table.
+    /// Caps every table of the store at `limit` elements, for creation and
+    /// growth alike.
     pub fn table_elements(mut self, limit: usize) -> Self {
         self.0.table_elements = Some(limit);
         self
     }
 
-    /// The maximum number of instances that can be created for a
-    /// [`Store`](crate::Store).
+    /// How many instances the store may hold.
     pub fn instances(mut self, limit: usize) -> Self {
         self.0.instances = limit;
         self
     }
 
-    /// The maximum number of tables that can be created for a
-    /// [`Store`](crate::Store).
+    /// How many tables the store may hold.
     pub fn tables(mut self, tables: usize) -> Self {
         self.0.tables = tables;
         self
     }
 
-    /// The maximum number of memories that can be created for a
-    /// [`Store`](crate::Store).
+    /// How many linear memories the store may hold.
     pub fn memories(mut self, memories: usize) -> Self {
         self.0.memories = memories;
         self
     }
 
-    /// Indicates that a denied or failed growth is an error instead of a
-    /// failure value (for host APIs; see
-    /// [`ResourceLimiter::memory_growing`] for `memory.grow`).
+    /// With `true`, a growth that the limits refuse, or that fails, is an
+    /// error rather than a failure value: the `memory.grow` or `table.grow`
+    /// instruction stops its call with that error instead of returning -1
+    /// (see [`ResourceLimiter::memory_growing`]). Off by default.
     pub fn trap_on_grow_failure(mut self, trap: bool) -> Self {
         self.0.trap_on_grow_failure = trap;
         self
     }
 
-    /// Consumes this builder and returns the [`StoreLimits`].
+    /// The limits configured so far.
     pub fn build(self) -> StoreLimits {
         self.0
     }
@@ -164,11 +181,13 @@ impl Default for StoreLimitsBuilder {
     }
 }
 
-/// Provides limits for a [`Store`](crate::Store).
+/// A ready-made [`ResourceLimiter`] with fixed limits, built with
+/// [`StoreLimitsBuilder`].
 ///
-/// This is a convenience type included to avoid needing to implement the
-/// [`ResourceLimiter`] trait if your use case fits in the static
-/// configuration that this [`StoreLimits`] provides.
+/// Keep it in the store's data and install it with
+/// [`Store::limiter`](crate::Store::limiter) (the example there shows
+/// how). Write your own `ResourceLimiter` when the limits must change at
+/// run time or depend on more than sizes and counts.
 #[derive(Clone, Debug)]
 pub struct StoreLimits {
     memory_size: Option<usize>,

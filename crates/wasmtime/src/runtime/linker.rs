@@ -13,19 +13,65 @@ use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 
-/// Structure used to link wasm modules/instances together.
+/// A table of definitions by `(module, name)` that satisfies a module's
+/// imports by name.
 ///
-/// This structure is used to assist in instantiating a [`Module`]. A
-/// [`Linker`] is a way of performing name resolution to make instantiating
-/// a module easier than specifying positional imports to
-/// [`Instance::new`]. [`Linker`] is a name-based resolver where names are
-/// dynamically defined and then used to instantiate a [`Module`].
+/// [`Instance::new`] wants the imports as a list in the module's import
+/// order. A linker instead collects definitions under the two-level names
+/// that imports use (`"env" "log"`, `"wasi_snapshot_preview1" "fd_write"`,
+/// ...) and, in [`Linker::instantiate`], picks for each import the
+/// definition of the same name; the instance's own checks then compare
+/// the types.
 ///
-/// Items are defined per module/name pair. Host functions defined with
-/// [`Linker::func_wrap`] or [`Linker::func_new`] are not tied to a store and
-/// can be used with any store of the linker's engine; items defined with
-/// [`Linker::define`] (and [`Linker::instance`], [`Linker::module`]) belong
-/// to one store, and instantiating with another store fails.
+/// Two kinds of definition live in a linker. Host functions
+/// ([`Linker::func_wrap`], [`Linker::func_new`] and their async forms)
+/// belong to no store: each store that instantiates with them gets its own
+/// copy, so one linker can serve many stores of its engine. Everything else
+/// ([`Linker::define`], [`Linker::instance`], [`Linker::module`]) is a
+/// handle into one store, and instantiating in another store with it fails.
+///
+/// Defining a name twice is an error unless [`Linker::allow_shadowing`] is
+/// on. Cloning a linker copies its table; host functions are shared by the
+/// clones.
+///
+/// # Example
+///
+/// One linker, set up once, serving a store per run; the second module
+/// imports the first one's exports.
+///
+/// ```
+/// use wasmtime::{Engine, Linker, Module, Store};
+///
+/// # fn main() -> wasmtime::Result<()> {
+/// let engine = Engine::default();
+/// let mut linker: Linker<u64> = Linker::new(&engine);
+/// linker.func_wrap("host", "now", |caller: wasmtime::Caller<'_, u64>| *caller.data())?;
+///
+/// let clock = Module::new(
+///     &engine,
+///     r#"(module
+///          (import "host" "now" (func $now (result i64)))
+///          (func (export "later") (result i64) (i64.add (call $now) (i64.const 10))))"#,
+/// )?;
+/// let app = Module::new(
+///     &engine,
+///     r#"(module
+///          (import "clock" "later" (func $later (result i64)))
+///          (func (export "main") (result i64) (call $later)))"#,
+/// )?;
+///
+/// for start in [100, 200] {
+///     let mut store = Store::new(&engine, start);
+///     let mut per_store = linker.clone();
+///     let clock_inst = per_store.instantiate(&mut store, &clock)?;
+///     per_store.instance(&mut store, "clock", clock_inst)?;
+///     let app_inst = per_store.instantiate(&mut store, &app)?;
+///     let main = app_inst.get_typed_func::<(), i64>(&mut store, "main")?;
+///     assert_eq!(main.call(&mut store, ())?, start as i64 + 10);
+/// }
+/// # Ok(())
+/// # }
+/// ```
 pub struct Linker<T> {
     engine: Engine,
     map: HashMap<(String, String), Definition>,
@@ -76,10 +122,14 @@ impl Definition {
     }
 }
 
-/// Error for an unresolvable import.
+/// The error of a linker that has no definition for one of a module's
+/// imports.
 ///
-/// Returned (as the error) by [`Linker::instantiate`] and related methods
-/// when an import of the module is not defined in the linker.
+/// [`Linker::instantiate`], [`Linker::instantiate_pre`] and the other
+/// methods that resolve imports fail with it (inside the
+/// [`anyhow::Error`]; `error.downcast_ref::<UnknownImportError>()` finds
+/// it), and the functions that [`Linker::define_unknown_imports_as_traps`]
+/// defines fail with it when called.
 #[derive(Debug, Clone)]
 pub struct UnknownImportError {
     module: String,
@@ -96,19 +146,19 @@ impl UnknownImportError {
         }
     }
 
-    /// Returns the module name that the unknown import was expected to come
-    /// from.
+    /// The first part of the missing import's name (`"env"` in
+    /// `(import "env" "log" ...)`).
     pub fn module(&self) -> &str {
         &self.module
     }
 
-    /// Returns the field name of the module that the unknown import was
-    /// expected to come from.
+    /// The second part of the missing import's name (`"log"` in
+    /// `(import "env" "log" ...)`).
     pub fn name(&self) -> &str {
         &self.name
     }
 
-    /// Returns the type of the unknown import.
+    /// The type the module expects the missing import to have.
     pub fn ty(&self) -> ExternType {
         self.ty.clone()
     }
@@ -133,13 +183,12 @@ impl<T: 'static> Default for Linker<T> {
 }
 
 impl<T> Linker<T> {
-    /// Creates a new [`Linker`].
+    /// An empty linker for modules and stores of `engine`.
     ///
-    /// The linker will define functions within the context of the `engine`
-    /// provided and can only instantiate modules for a
-    /// [`Store`](crate::Store) that is also defined within the same
-    /// [`Engine`]. Usage of stores with different [`Engine`]s may cause a
-    /// panic when used with this [`Linker`].
+    /// Host functions defined in it are compiled for `engine`. Modules it
+    /// instantiates, and stores it is used with, must come from the same
+    /// engine: [`Linker::instantiate`] fails for a module of another engine,
+    /// and [`Linker::define`] panics for a store of another engine.
     pub fn new(engine: &Engine) -> Linker<T> {
         Linker {
             engine: engine.clone(),
@@ -150,25 +199,24 @@ impl<T> Linker<T> {
         }
     }
 
-    /// Returns the [`Engine`] this is connected to.
+    /// The engine given to [`Linker::new`].
     pub fn engine(&self) -> &Engine {
         &self.engine
     }
 
-    /// Configures whether this [`Linker`] will shadow previous duplicate
-    /// definitions of the same signature.
+    /// Lets a definition replace an earlier one of the same name (`true`),
+    /// or makes that an error (`false`, the default).
     ///
-    /// By default a [`Linker`] will disallow duplicate definitions of the
-    /// same name; with shadowing allowed, a later definition replaces the
-    /// earlier one.
+    /// With shadowing on, the replaced definition is simply forgotten; its
+    /// type does not have to match the new one's.
     pub fn allow_shadowing(&mut self, allow: bool) -> &mut Self {
         self.allow_shadowing = allow;
         self
     }
 
-    /// Configures whether this [`Linker`] will allow unknown exports from
-    /// command modules (accepted for compatibility; unknown exports are
-    /// always allowed here).
+    /// Accepted for compatibility with upstream, where it concerns the
+    /// exports of command modules; it has no effect here, because
+    /// [`Linker::module`] accepts every export of a command.
     pub fn allow_unknown_exports(&mut self, allow: bool) -> &mut Self {
         self.allow_unknown_exports = allow;
         self
@@ -190,11 +238,19 @@ impl<T> Linker<T> {
         Ok(())
     }
 
-    /// Define a name in this linker.
+    /// Defines `module::name` as `item`, an extern of `store` (a function,
+    /// memory, table or global).
+    ///
+    /// The definition is a handle into `store`: only instantiations in that
+    /// store can use it.
     ///
     /// # Errors
     ///
     /// Fails if the name is already defined and shadowing is not allowed.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `store` belongs to a different engine than the linker.
     pub fn define(
         &mut self,
         store: impl AsContext<Data = T>,
@@ -215,11 +271,14 @@ impl<T> Linker<T> {
         Ok(self)
     }
 
-    /// Creates a [`Func::new`]-style function named in this linker.
+    /// Defines `module::name` as a host function of type `ty` working on
+    /// dynamically typed values, as [`Func::new`] creates them, but usable
+    /// in every store.
     ///
     /// # Errors
     ///
-    /// Fails if the name is already defined and shadowing is not allowed.
+    /// Fails if the name is already defined and shadowing is not allowed,
+    /// or if `ty` belongs to another engine.
     pub fn func_new(
         &mut self,
         module: &str,
@@ -238,11 +297,12 @@ impl<T> Linker<T> {
         Ok(self)
     }
 
-    /// Define a host function within this linker.
+    /// Defines `module::name` as a host function made from a Rust closure
+    /// with typed parameters and results, usable in every store.
     ///
-    /// For information about how the host function operates, see
-    /// [`Func::wrap`]. That includes information about translating Rust
-    /// types to WebAssembly native types.
+    /// [`Func::wrap`] lists the closures accepted (an optional leading
+    /// [`Caller`], then the parameters) and how Rust types map to
+    /// WebAssembly types.
     ///
     /// # Errors
     ///
@@ -261,8 +321,8 @@ impl<T> Linker<T> {
         Ok(self)
     }
 
-    /// Asynchronous analog of [`Linker::func_new`]: the closure returns a
-    /// future that produces the results (see [`Func::new_async`]).
+    /// The async form of [`Linker::func_new`]: the closure returns a future
+    /// that fills in the results (see [`Func::new_async`]).
     ///
     /// Stores that instantiate with this function require `*_async` entry
     /// points.
@@ -297,8 +357,9 @@ impl<T> Linker<T> {
         Ok(self)
     }
 
-    /// Asynchronous analog of [`Linker::func_wrap`]: the closure returns a
-    /// boxed future of the results (see [`Func::wrap_async`]).
+    /// The async form of [`Linker::func_wrap`]: the closure takes the
+    /// parameters as a tuple and returns a boxed future of the results (see
+    /// [`Func::wrap_async`]).
     ///
     /// When WebAssembly calls the function, the future is polled on the
     /// fiber running the call; while it is pending the fiber suspends and
@@ -326,9 +387,11 @@ impl<T> Linker<T> {
         Ok(self)
     }
 
-    /// Convenience wrapper to define an entire [`Instance`] in this linker.
+    /// Defines every export of `instance` under `module_name`, keeping the
+    /// export names: the way to let one module import from another that is
+    /// already instantiated.
     ///
-    /// Each export of `instance` is defined under `module_name`.
+    /// Like [`Linker::define`], the definitions belong to `store`.
     ///
     /// # Errors
     ///
@@ -336,7 +399,7 @@ impl<T> Linker<T> {
     ///
     /// # Panics
     ///
-    /// Panics if `instance` does not belong to `store`.
+    /// Panics if `instance` belongs to a different store.
     pub fn instance(
         &mut self,
         mut store: impl AsContextMut<Data = T>,
@@ -357,11 +420,11 @@ impl<T> Linker<T> {
         Ok(self)
     }
 
-    /// Define automatic instantiations of a [`Module`] in this linker.
+    /// Makes the exports of `module` available under `module_name`,
+    /// instantiating it as its kind requires.
     ///
-    /// This automatically handles
-    /// [Commands and Reactors](https://github.com/WebAssembly/WASI/blob/main/legacy/application-abi.md#current-unstable-abi)
-    /// instantiation and initialization:
+    /// Modules come in the two kinds of WASI's
+    /// [application ABI](https://github.com/WebAssembly/WASI/blob/main/legacy/application-abi.md#current-unstable-abi):
     ///
     /// * A *command* (a module exporting `_start`) gets a fresh instance per
     ///   call: each exported function is defined as a host function that
@@ -422,7 +485,7 @@ impl<T> Linker<T> {
         Ok(self)
     }
 
-    /// Aliases one item's name as another.
+    /// Defines `as_module::as_name` as the same item as `module::name`.
     ///
     /// # Errors
     ///
@@ -444,7 +507,8 @@ impl<T> Linker<T> {
         Ok(self)
     }
 
-    /// Aliases one module's name as another.
+    /// Defines, for each item under `module`, the same item under
+    /// `as_module`.
     ///
     /// # Errors
     ///
@@ -462,8 +526,16 @@ impl<T> Linker<T> {
         Ok(())
     }
 
-    /// Implement any imports of the given [`Module`] with a function which
-    /// traps.
+    /// Defines each function import of `module` that the linker lacks as a
+    /// host function that fails with an [`UnknownImportError`] when
+    /// called, so that the module can be instantiated and run as long as it
+    /// does not call them.
+    ///
+    /// The call then fails with that error itself, not with a [`Trap`]
+    /// (upstream's functions trap). Imports of other kinds (memories,
+    /// tables, globals) are left alone.
+    ///
+    /// [`Trap`]: crate::Trap
     ///
     /// # Errors
     ///
@@ -504,12 +576,13 @@ impl<T> Linker<T> {
             .collect()
     }
 
-    /// Attempts to instantiate the `module` provided.
+    /// Instantiates `module` in `store`, taking each import from the
+    /// definition of the same name.
     ///
-    /// Each import of `module` is looked up in this [`Linker`] and must
-    /// have previously been defined with a matching type. Instantiation
-    /// includes running the module's start function, if it has one (not to
-    /// be confused with the `_start` function, which is not run).
+    /// The definitions' types must match the imports', which
+    /// [`Instance::new`] checks. Instantiation runs the module's start
+    /// function (the one named by its `start` section) if it has one; an
+    /// exported `_start` is not called.
     ///
     /// # Errors
     ///
@@ -528,10 +601,9 @@ impl<T> Linker<T> {
             .instantiate(store.as_context_mut())
     }
 
-    /// Attempts to instantiate the `module` provided. This is the same as
-    /// [`Linker::instantiate`], except that instantiation runs on a fiber
-    /// (see [`Instance::new_async`]), as stores that need `*_async` entry
-    /// points require.
+    /// [`Linker::instantiate`] for stores that need the `*_async` entry
+    /// points: the start function runs on a fiber, as
+    /// [`Instance::new_async`] describes.
     ///
     /// # Errors
     ///
@@ -550,14 +622,18 @@ impl<T> Linker<T> {
             .await
     }
 
-    /// Performs all checks necessary for instantiating `module` with this
-    /// linker, except type checks of items that belong to a store (done at
-    /// instantiation), returning an [`InstancePre`] that can instantiate it
-    /// in any store of this engine.
+    /// Resolves the imports of `module` by name once, returning an
+    /// [`InstancePre`] that instantiates it in any store of this engine
+    /// without looking names up again.
+    ///
+    /// Only names and the engine are checked here; types are compared at
+    /// each instantiation. Later changes to the linker do not affect the
+    /// returned value.
     ///
     /// # Errors
     ///
-    /// Fails if an import is not defined in this linker.
+    /// Fails if an import is not defined in this linker (with an
+    /// [`UnknownImportError`]), or if `module` belongs to another engine.
     pub fn instantiate_pre(&self, module: &Module) -> Result<InstancePre<T>>
     where
         T: 'static,
@@ -566,8 +642,9 @@ impl<T> Linker<T> {
         Ok(InstancePre::new(module, items))
     }
 
-    /// Returns an iterator over all items defined in this `Linker`, in
-    /// arbitrary order.
+    /// Every definition, as `(module, name, extern)`, in no particular
+    /// order; host functions are materialized in `store` on the way (one
+    /// that cannot be is left out).
     pub fn iter<'a: 'p, 'p>(
         &'a self,
         mut store: impl AsContextMut<Data = T> + 'p,
@@ -582,13 +659,13 @@ impl<T> Linker<T> {
         })
     }
 
-    /// Looks up a previously defined value in this [`Linker`], identified
-    /// by the names provided.
+    /// The definition of `module::name`, as an extern of `store` (a host
+    /// function is materialized in `store` first).
     ///
     /// # Errors
     ///
-    /// Returns an error if this name was not previously defined in this
-    /// [`Linker`].
+    /// Fails if nothing is defined under that name, or if a host function
+    /// cannot be materialized in `store`.
     pub fn get(
         &self,
         mut store: impl AsContextMut<Data = T>,
@@ -605,10 +682,12 @@ impl<T> Linker<T> {
         }
     }
 
-    /// Looks up a value in this `Linker` which matches the `import` type
-    /// provided.
+    /// The definition with the name of `import`, as [`Linker::get`] finds
+    /// it.
     ///
-    /// Returns `None` if no match was found.
+    /// Only the name is looked up: the definition's type is not compared
+    /// with the import's. `None` if there is no such definition (or it
+    /// cannot be materialized in `store`).
     pub fn get_by_import(
         &self,
         store: impl AsContextMut<Data = T>,
@@ -644,11 +723,9 @@ impl<T> Linker<T> {
         }
     }
 
-    /// Returns the "default export" of a module.
-    ///
-    /// An export with an empty string is considered to be a "default
-    /// export". "_start" is also recognized for compatibility. Without
-    /// either, a function that does nothing is returned.
+    /// The function to run for the module defined under `module`: the
+    /// definition named `""` if there is one, else the one named `_start`,
+    /// else a new host function that does nothing.
     ///
     /// # Errors
     ///

@@ -6,7 +6,8 @@ use crate::{AsContext, AsContextMut, Engine, MemoryType, StoreContext, StoreCont
 use anyhow::{Result, bail};
 use std::fmt;
 
-/// Error for out of bounds [`Memory`] access.
+/// The error of [`Memory::read`] and [`Memory::write`] when the range falls
+/// outside the memory.
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct MemoryAccessError {
@@ -22,11 +23,8 @@ impl fmt::Display for MemoryAccessError {
 
 impl std::error::Error for MemoryAccessError {}
 
-/// A WebAssembly linear memory.
-///
-/// WebAssembly memories represent a contiguous array of bytes that have a
-/// size that is always a multiple of the WebAssembly page size, currently
-/// 64 kilobytes.
+/// A linear memory: a byte array, zero-initialized, whose size is a whole
+/// number of 64 KiB WebAssembly pages and can only grow.
 ///
 /// A `Memory` is a handle into the [`Store`](crate::Store) that owns it:
 /// created by a module instance or by [`Memory::new`]. Its base address may
@@ -41,7 +39,8 @@ pub struct Memory {
 }
 
 impl Memory {
-    /// Creates a new WebAssembly memory given the configuration of `ty`.
+    /// A new memory of type `ty` in `store`, made by the host (for example
+    /// to pass as an import), subject to the store's limiter.
     ///
     /// The memory is allocated by the engine's memory settings (reservation,
     /// guards) and starts with `ty.minimum()` zeroed pages.
@@ -66,17 +65,18 @@ impl Memory {
         &store.memories[self.index as usize]
     }
 
-    /// Returns the underlying type of this memory.
+    /// The memory's type: its limits as declared, not its current size.
     ///
     /// # Panics
     ///
-    /// Panics if this memory doesn't belong to `store`.
+    /// Panics if this memory belongs to a different store.
     pub fn ty(&self, store: impl AsContext) -> MemoryType {
         let store = store.as_context();
         MemoryType::from_wasm(self.vm(&store.0.opaque).ty())
     }
 
-    /// Safely reads memory contents at the given offset into a buffer.
+    /// Copies `buffer.len()` bytes starting at byte `offset` of the memory
+    /// into `buffer`.
     ///
     /// # Errors
     ///
@@ -85,7 +85,7 @@ impl Memory {
     ///
     /// # Panics
     ///
-    /// Panics if this memory doesn't belong to `store`.
+    /// Panics if this memory belongs to a different store.
     pub fn read(
         &self,
         store: impl AsContext,
@@ -102,8 +102,7 @@ impl Memory {
         Ok(())
     }
 
-    /// Safely writes contents of a buffer to this memory at the given
-    /// offset.
+    /// Copies `buffer` into the memory, starting at byte `offset`.
     ///
     /// # Errors
     ///
@@ -112,7 +111,7 @@ impl Memory {
     ///
     /// # Panics
     ///
-    /// Panics if this memory doesn't belong to `store`.
+    /// Panics if this memory belongs to a different store.
     pub fn write(
         &self,
         mut store: impl AsContextMut,
@@ -129,11 +128,13 @@ impl Memory {
         Ok(())
     }
 
-    /// Returns this memory as a native Rust shared slice.
+    /// The memory's current contents as a byte slice, borrowed from the
+    /// store (so WebAssembly cannot run, and the memory cannot grow or
+    /// move, while the slice lives).
     ///
     /// # Panics
     ///
-    /// Panics if this memory doesn't belong to `store`.
+    /// Panics if this memory belongs to a different store.
     pub fn data<'a, T: 'static>(&self, store: impl Into<StoreContext<'a, T>>) -> &'a [u8] {
         let store = store.into();
         let opaque: &'a StoreOpaque = &store.0.opaque;
@@ -147,11 +148,12 @@ impl Memory {
         unsafe { std::slice::from_raw_parts(memory.base(), memory.byte_size()) }
     }
 
-    /// Returns this memory as a native Rust mutable slice.
+    /// The memory's current contents as a mutable byte slice, borrowed from
+    /// the store exclusively.
     ///
     /// # Panics
     ///
-    /// Panics if this memory doesn't belong to `store`.
+    /// Panics if this memory belongs to a different store.
     pub fn data_mut<'a, T: 'static>(
         &self,
         store: impl Into<StoreContextMut<'a, T>>,
@@ -166,12 +168,12 @@ impl Memory {
         unsafe { std::slice::from_raw_parts_mut(memory.base(), memory.byte_size()) }
     }
 
-    /// Same as [`Memory::data_mut`], but also returns the `T` from the
-    /// store.
+    /// [`Memory::data_mut`] plus the store's data `T`, borrowed at the same
+    /// time (they are disjoint), for host code that needs both.
     ///
     /// # Panics
     ///
-    /// Panics if this memory doesn't belong to `store`.
+    /// Panics if this memory belongs to a different store.
     pub fn data_and_store_mut<'a, T: 'static>(
         &self,
         store: impl Into<StoreContextMut<'a, T>>,
@@ -190,63 +192,67 @@ impl Memory {
         (data, &mut inner.data)
     }
 
-    /// Returns the base pointer, in the host's address space, that the
-    /// memory is located at.
+    /// The address of the memory's first byte in the host's address space.
+    ///
+    /// It stays valid only until the memory next grows (a grown memory may
+    /// move, see [`Config::memory_may_move`](crate::Config::memory_may_move)).
     ///
     /// # Panics
     ///
-    /// Panics if this memory doesn't belong to `store`.
+    /// Panics if this memory belongs to a different store.
     pub fn data_ptr(&self, store: impl AsContext) -> *mut u8 {
         let store = store.as_context();
         self.vm(&store.0.opaque).base()
     }
 
-    /// Returns the byte length of this memory.
+    /// The memory's current size in bytes.
     ///
     /// # Panics
     ///
-    /// Panics if this memory doesn't belong to `store`.
+    /// Panics if this memory belongs to a different store.
     pub fn data_size(&self, store: impl AsContext) -> usize {
         let store = store.as_context();
         self.vm(&store.0.opaque).byte_size()
     }
 
-    /// Returns the size, in WebAssembly pages, of this wasm memory.
+    /// The memory's current size in 64 KiB pages.
     ///
     /// # Panics
     ///
-    /// Panics if this memory doesn't belong to `store`.
+    /// Panics if this memory belongs to a different store.
     pub fn size(&self, store: impl AsContext) -> u64 {
         let store = store.as_context();
         self.vm(&store.0.opaque).pages()
     }
 
-    /// Returns the byte size of this memory's pages (always 65536 here).
+    /// The memory's page size in bytes: 65536, as this runtime has no
+    /// custom page sizes.
     pub fn page_size(&self, store: impl AsContext) -> u64 {
         let _ = store;
         wasmtime_environ::WASM_PAGE_SIZE
     }
 
-    /// Returns the log2 of this memory's page size (always 16 here).
+    /// The base-2 logarithm of [`Memory::page_size`]: always 16.
     pub fn page_size_log2(&self, store: impl AsContext) -> u8 {
         let _ = store;
         16
     }
 
-    /// Grows this WebAssembly memory by `delta` pages.
+    /// Adds `delta` pages to the memory and returns its size in pages
+    /// before the growth. The new pages read as zero.
     ///
-    /// On success returns the number of pages this memory previously had
-    /// before the growth succeeded. New pages are zeroed.
+    /// The store's limiter is asked first, as for `memory.grow`.
     ///
     /// # Errors
     ///
-    /// Fails if the memory would exceed its maximum (declared, or 4 GiB), or
-    /// if it would need to move and may not (see
-    /// [`Config::memory_may_move`](crate::Config::memory_may_move)).
+    /// Fails if the memory would exceed its maximum (declared, or 4 GiB), if
+    /// it would need to move and may not (see
+    /// [`Config::memory_may_move`](crate::Config::memory_may_move)), or if
+    /// the store's limiter refuses or returns an error.
     ///
     /// # Panics
     ///
-    /// Panics if this memory doesn't belong to `store`.
+    /// Panics if this memory belongs to a different store.
     pub fn grow(&self, mut store: impl AsContextMut, delta: u64) -> Result<u64> {
         let store = store.as_context_mut();
         let opaque = &mut store.0.opaque;

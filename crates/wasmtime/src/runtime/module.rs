@@ -13,11 +13,15 @@ use wasmtime_environ::{
     ModuleTranslation, PrimaryMap, TypeIndex, VMOffsets, VMSharedTypeIndex,
 };
 
-/// A compiled WebAssembly module, ready to be instantiated.
+/// WebAssembly code after validation and compilation to machine code: the
+/// unit that [`Instance::new`](crate::Instance::new) and
+/// [`Linker::instantiate`](crate::Linker::instantiate) instantiate.
 ///
-/// A `Module` is compiled once from a binary (or, with the `wat` feature,
-/// text) and can be instantiated many times, in any store of the same
-/// engine. It is cheap to clone (a reference count) and thread-safe.
+/// Compile a module once, from a binary or (with the `wat` feature) from
+/// the text format, and instantiate it as often as needed, in any store
+/// of the same engine: the machine code is shared by all instances.
+/// Cloning a `Module` only bumps a reference count, and a module can be
+/// sent to and used from other threads.
 #[derive(Clone)]
 pub struct Module {
     inner: Arc<ModuleInner>,
@@ -48,7 +52,7 @@ impl fmt::Debug for Module {
 }
 
 impl Module {
-    /// Creates a new WebAssembly `Module` from the given in-memory `bytes`.
+    /// Validates and compiles `bytes` for `engine`.
     ///
     /// The `bytes` may be a WebAssembly binary or, with the `wat` feature
     /// (on by default), the text format, which is translated first.
@@ -65,8 +69,8 @@ impl Module {
         Module::from_binary(engine, &bytes)
     }
 
-    /// Creates a new WebAssembly `Module` from the contents of the given
-    /// `file` on disk (binary or, with the `wat` feature, text).
+    /// Reads `file` (binary or, with the `wat` feature, text) and compiles
+    /// it as [`Module::new`] does.
     ///
     /// # Errors
     ///
@@ -87,8 +91,8 @@ impl Module {
         Module::from_binary(engine, &bytes)
     }
 
-    /// Creates a new WebAssembly `Module` from the given in-memory `binary`
-    /// data (the text format is not accepted here).
+    /// Validates and compiles the WebAssembly binary `binary` for `engine`;
+    /// unlike [`Module::new`], it never accepts the text format.
     ///
     /// # Errors
     ///
@@ -179,8 +183,8 @@ impl Module {
         })
     }
 
-    /// Validates `binary` input data as a WebAssembly binary given the
-    /// configuration in `engine`, without compiling it.
+    /// Checks that `binary` is a valid WebAssembly binary for the
+    /// proposals `engine` enables, without compiling it.
     ///
     /// # Errors
     ///
@@ -194,16 +198,14 @@ impl Module {
         Ok(())
     }
 
-    /// Returns identifier/name that this [`Module`] has. This name is used
-    /// in traps/backtrace details.
-    ///
-    /// The name comes from the module's name section, if any.
+    /// The module's name from its name section, if it has one; backtraces
+    /// show it.
     pub fn name(&self) -> Option<&str> {
         self.inner.info.name.as_deref()
     }
 
-    /// Returns the list of imports that this [`Module`] has and must be
-    /// satisfied.
+    /// The module's imports, in declaration order: the order in which
+    /// [`Instance::new`](crate::Instance::new) wants them.
     pub fn imports<'module>(
         &'module self,
     ) -> impl ExactSizeIterator<Item = ImportType<'module>> + 'module {
@@ -217,8 +219,7 @@ impl Module {
         })
     }
 
-    /// Returns the list of exports that this [`Module`] has and will be
-    /// available after instantiation.
+    /// The module's exports, with their types, in declaration order.
     pub fn exports<'module>(
         &'module self,
     ) -> impl ExactSizeIterator<Item = ExportType<'module>> + 'module {
@@ -231,7 +232,7 @@ impl Module {
         })
     }
 
-    /// Looks up an export in this [`Module`] by name.
+    /// The type of the export called `name`, if there is one.
     pub fn get_export(&self, name: &str) -> Option<ExternType> {
         let index = self.inner.exports.get(name)?;
         let info = &self.inner.info;
@@ -242,18 +243,18 @@ impl Module {
         ))
     }
 
-    /// Returns the [`Engine`] that this [`Module`] was compiled by.
+    /// The engine the module was compiled for.
     pub fn engine(&self) -> &Engine {
         &self.inner.engine
     }
 
-    /// Returns whether `a` and `b` are the same compiled module.
+    /// Whether `a` and `b` are clones of one compiled module (compiling the
+    /// same bytes twice gives two different modules).
     pub fn same(a: &Module, b: &Module) -> bool {
         Arc::ptr_eq(&a.inner, &b.inner)
     }
 
-    /// Returns the range of bytes in memory where this module's compiled
-    /// text resides.
+    /// Where the module's machine code lies in this process's memory.
     pub fn image_range(&self) -> std::ops::Range<*const u8> {
         let r = self.inner.code.text_range();
         r.start as *const u8..r.end as *const u8

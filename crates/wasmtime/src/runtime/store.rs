@@ -60,22 +60,64 @@ impl StoreId {
     }
 }
 
-/// A [`Store`] is a collection of WebAssembly instances and host-defined
-/// state.
+/// Owner of every WebAssembly object made in it, plus one value of
+/// embedder data, `T`.
 ///
-/// All WebAssembly instances and items will be attached to and refer to a
-/// [`Store`]. For example instances, functions, globals, and tables are all
-/// attached to a [`Store`]. Instances are created by instantiating a
-/// [`Module`] within a [`Store`].
+/// Instantiating a [`Module`] adds the new instance to a store, and so does
+/// creating a [`Func`], [`Memory`](crate::Memory), [`Table`](crate::Table),
+/// [`Global`](crate::Global) or [`ExternRef`](crate::ExternRef) from the
+/// host. Those values are handles: the store's id plus an index into one of
+/// its lists. Each use checks the id, so a handle given to a different store
+/// fails with an error (or, in the few APIs without a `Result`, panics)
+/// instead of reaching another store's memory.
 ///
-/// A [`Store`] is intended to be a short-lived object in a program. No form
-/// of GC is implemented at this time so once an instance is created within a
-/// [`Store`] it will not be deallocated until the [`Store`] itself is
-/// dropped. The same holds for functions, memories, tables, globals and
-/// extern references created in the store.
+/// Nothing in a store is freed before the store itself drops: this runtime
+/// has no garbage collector, and a store that keeps instantiating modules
+/// or creating host objects keeps growing. Give each unit of work (a
+/// request, a task, a plugin run) its own store and drop it afterwards,
+/// rather than keeping one store for the life of the program.
 ///
-/// A `Store<T>` carries embedder data of type `T`, reachable from host
-/// functions through [`Caller::data`](crate::Caller::data).
+/// The data `T` is where host functions keep their state: they reach it
+/// through [`Caller::data`](crate::Caller::data) and
+/// [`Caller::data_mut`](crate::Caller::data_mut), and the embedder through
+/// [`Store::data`], [`Store::data_mut`] and [`Store::into_data`].
+///
+/// A store also holds the per-store interruption settings: fuel
+/// ([`Store::set_fuel`]), the epoch deadline ([`Store::set_epoch_deadline`]
+/// and the `epoch_deadline_*` methods) and the MMU interrupt behaviour
+/// ([`Store::mmu_interrupter`] and the `mmu_interrupt_*` methods).
+///
+/// How a store is laid out, and how compiled code finds it, is described
+/// in `docs/architecture.md` ("The runtime").
+///
+/// # Example
+///
+/// ```
+/// use wasmtime::{Caller, Engine, Func, Instance, Module, Store};
+///
+/// # fn main() -> wasmtime::Result<()> {
+/// let engine = Engine::default();
+/// // The host's state for this run: how often the guest called `tick`.
+/// let mut store = Store::new(&engine, 0_u32);
+/// let tick = Func::wrap(&mut store, |mut caller: Caller<'_, u32>| {
+///     *caller.data_mut() += 1;
+/// });
+/// let module = Module::new(
+///     &engine,
+///     r#"(module
+///          (import "" "tick" (func $tick))
+///          (func (export "three_ticks") call $tick call $tick call $tick))"#,
+/// )?;
+/// let inst = Instance::new(&mut store, &module, &[tick.into()])?;
+/// let three_ticks = inst.get_typed_func::<(), ()>(&mut store, "three_ticks")?;
+/// three_ticks.call(&mut store, ())?;
+/// assert_eq!(*store.data(), 3);
+/// // `into_data` hands back the counter; the instance and the host
+/// // function are freed with the store.
+/// assert_eq!(store.into_data(), 3);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Store<T: 'static> {
     inner: ManuallyDrop<Box<StoreInner<T>>>,
 }
@@ -205,7 +247,7 @@ pub(crate) enum PendingError {
     Panic(Box<dyn Any + Send + 'static>),
 }
 
-/// What happens when the epoch deadline is reached.
+/// The store's response to a passed epoch deadline.
 #[derive(Clone, Copy, Debug)]
 enum EpochBehavior {
     Trap,
@@ -245,35 +287,40 @@ unsafe fn epoch_accessor<T: 'static>(opaque: *mut StoreOpaque) -> Result<UpdateD
     update
 }
 
-/// What to do after returning from a callback when the engine epoch reaches
-/// the deadline for a Store during execution of a function using that store
-/// (see [`Store::epoch_deadline_callback`]).
+/// The answer of a [`Store::epoch_deadline_callback`] callback: how the
+/// interrupted call goes on once its store's epoch deadline has passed.
+///
+/// The variants that go on carry a tick count `n`; the new deadline is `n`
+/// ticks past the engine's epoch at the moment the call resumes (after the
+/// yield, for the yielding variants), as [`Store::set_epoch_deadline`]
+/// would set it. `n = 0` makes the very next epoch check call the callback
+/// again.
 #[non_exhaustive]
 pub enum UpdateDeadline {
-    /// Halt execution of WebAssembly, don't update the epoch deadline, and
-    /// raise a trap ([`Trap::Interrupt`]).
+    /// Stop the call with [`Trap::Interrupt`]. The deadline is left as it
+    /// was, so a later call on this store hits it at its first epoch check
+    /// unless the deadline is set again first.
     Interrupt,
-    /// Extend the deadline by the specified number of ticks.
+    /// Go on without yielding, with the deadline `n` ticks ahead.
     Continue(u64),
-    /// Extend the deadline by the specified number of ticks after yielding to
-    /// the async executor loop.
+    /// Suspend the call's future once (it wakes itself and returns
+    /// `Poll::Pending`), then go on with the deadline `n` ticks ahead.
     ///
-    /// This can only be used when WebAssembly is invoked with `*_async`
-    /// methods. If WebAssembly was invoked with a synchronous method then
-    /// returning this variant will raise a trap.
+    /// Only calls made through an `*_async` entry point can suspend. In a
+    /// synchronous call this answer fails the call with an error saying
+    /// that `UpdateDeadline::Yield` needs an async entry point; unlike
+    /// upstream Wasmtime, that error is not a [`Trap`].
     Yield(u64),
-    /// Extend the deadline by the specified number of ticks after yielding to
-    /// the async executor loop.
+    /// Like [`UpdateDeadline::Yield`], but the call waits for the given
+    /// future (polled on the call's fiber, with the call's task context)
+    /// instead of yielding once; a synchronous call fails with an error the
+    /// same way.
     ///
-    /// This can only be used when WebAssembly is invoked with `*_async`
-    /// methods. If WebAssembly was invoked with a synchronous method then
-    /// returning this variant will raise a trap.
-    ///
-    /// The yield will be performed by the future provided; when using `tokio`
-    /// it is recommended to provide
-    /// [`tokio::task::yield_now`](https://docs.rs/tokio/latest/tokio/task/fn.yield_now.html)
-    /// here: its wake-up goes to the back of the scheduler's queue, while a
-    /// plain self-wake may be run again first from tokio's LIFO slot.
+    /// The reason to use it is the scheduler's view of the wake-up. A plain
+    /// self-wake, as `Yield` does, puts the task into tokio's LIFO slot, so
+    /// a worker may poll it again before other tasks; passing
+    /// [`tokio::task::yield_now`](https://docs.rs/tokio/latest/tokio/task/fn.yield_now.html)`()`
+    /// here puts it at the back of the queue instead.
     YieldCustom(u64, Pin<Box<dyn Future<Output = ()> + Send>>),
 }
 
@@ -348,11 +395,16 @@ unsafe impl Send for StoreOpaque {}
 unsafe impl Sync for StoreOpaque {}
 
 impl<T> Store<T> {
-    /// Creates a new [`Store`] to be associated with the given [`Engine`]
-    /// and `data` provided.
+    /// An empty store for code compiled by `engine`, holding `data` as its
+    /// embedder data.
     ///
-    /// The created [`Store`] will place no additional limits on the size of
-    /// linear memories or tables at runtime.
+    /// Until [`Store::limiter`] installs a [`ResourceLimiter`], memories and
+    /// tables may grow up to their declared maximums, and the store may
+    /// hold up to
+    /// [`DEFAULT_INSTANCE_LIMIT`](crate::DEFAULT_INSTANCE_LIMIT) instances,
+    /// [`DEFAULT_MEMORY_LIMIT`](crate::DEFAULT_MEMORY_LIMIT) memories and
+    /// [`DEFAULT_TABLE_LIMIT`](crate::DEFAULT_TABLE_LIMIT) tables. The
+    /// epoch deadline starts at 0 (already passed) and fuel at 0.
     ///
     /// # Panics
     ///
@@ -386,17 +438,17 @@ impl<T> Store<T> {
         })
     }
 
-    /// Access the underlying data owned by this `Store`.
+    /// The embedder data given to [`Store::new`].
     pub fn data(&self) -> &T {
         &self.inner.data
     }
 
-    /// Access the underlying data owned by this `Store`.
+    /// The embedder data given to [`Store::new`], mutably.
     pub fn data_mut(&mut self) -> &mut T {
         &mut self.inner.data
     }
 
-    /// Consumes this [`Store`], destroying it, and returns the underlying
+    /// Drops the store and everything in it, handing back its embedder
     /// data.
     pub fn into_data(mut self) -> T {
         // SAFETY: `self` is forgotten right after, so neither field is used
@@ -410,123 +462,231 @@ impl<T> Store<T> {
         }
     }
 
-    /// Returns the [`Engine`] that this store is associated with.
+    /// The engine this store was created with.
     pub fn engine(&self) -> &Engine {
         &self.inner.opaque.engine
     }
 
-    /// Returns the amount of fuel left in this store.
+    /// The fuel this store has left: what [`Store::set_fuel`] gave it, less
+    /// what its WebAssembly has burnt since (the part held back by
+    /// [`Store::fuel_async_yield_interval`] included).
     ///
     /// # Errors
     ///
-    /// Fails if fuel consumption is not enabled via
-    /// [`Config::consume_fuel`](crate::Config::consume_fuel).
+    /// Fails unless the engine was configured with
+    /// [`Config::consume_fuel`](crate::Config::consume_fuel) on.
     pub fn get_fuel(&self) -> Result<u64> {
         self.inner.opaque.get_fuel()
     }
 
-    /// Set the fuel to this [`Store`] for wasm to consume while executing.
+    /// Replaces the store's fuel with `fuel` units (it does not add to what
+    /// is left).
     ///
-    /// For this method to work fuel consumption must be enabled via
-    /// [`Config::consume_fuel`](crate::Config::consume_fuel). By default a
-    /// [`Store`] starts with 0 fuel for wasm to execute with (meaning it will
-    /// immediately trap with [`Trap::OutOfFuel`]). This function must be
-    /// called for the store to have some fuel to allow WebAssembly to
-    /// execute.
+    /// A store's fuel starts at 0, and WebAssembly that runs out of fuel
+    /// stops with [`Trap::OutOfFuel`], so with fuel consumption on, a store
+    /// must be given fuel before its first call.
     ///
-    /// Most WebAssembly instructions consume 1 unit of fuel. Some
-    /// instructions, such as `nop`, `drop`, `block`, and `loop`, consume 0
-    /// units, as any execution cost associated with them involves other
-    /// instructions which do consume fuel.
+    /// What burns fuel, as compiled by this crate (the same costs as
+    /// upstream's defaults):
+    ///
+    /// * entering a function: 1 unit;
+    /// * every operator: 1 unit, except `nop`, `drop`, `block`, `loop`,
+    ///   `else`, `end`, `return` and `unreachable`, which are free;
+    /// * `memory.copy`, `memory.fill`, `memory.init`, `table.copy`,
+    ///   `table.fill`, `table.init` and `table.grow`: 1 more unit per byte or
+    ///   element.
+    ///
+    /// Compiled code checks the count only at function entries, loop
+    /// headers and before large bulk operations, so the loop-free code
+    /// between two checks runs to the next check even if the fuel ran out
+    /// part way through it.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use wasmtime::{Config, Engine, Instance, Module, Store, Trap};
+    ///
+    /// # fn main() -> wasmtime::Result<()> {
+    /// let mut config = Config::new();
+    /// config.consume_fuel(true);
+    /// let engine = Engine::new(&config)?;
+    /// let module = Module::new(
+    ///     &engine,
+    ///     r#"(module
+    ///          (func (export "add") (param i32 i32) (result i32)
+    ///            local.get 0 local.get 1 i32.add)
+    ///          (func (export "forever") (loop $l (br $l))))"#,
+    /// )?;
+    /// let mut store = Store::new(&engine, ());
+    /// store.set_fuel(1_000)?;
+    /// let inst = Instance::new(&mut store, &module, &[])?;
+    ///
+    /// // Entering `add` costs 1, its three operators 1 each; `end` is free.
+    /// let add = inst.get_typed_func::<(i32, i32), i32>(&mut store, "add")?;
+    /// assert_eq!(add.call(&mut store, (2, 3))?, 5);
+    /// assert_eq!(store.get_fuel()?, 996);
+    ///
+    /// // A loop that never ends spends the rest, then traps.
+    /// let forever = inst.get_typed_func::<(), ()>(&mut store, "forever")?;
+    /// let err = forever.call(&mut store, ()).unwrap_err();
+    /// assert_eq!(err.downcast_ref::<Trap>(), Some(&Trap::OutOfFuel));
+    /// assert_eq!(store.get_fuel()?, 0);
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// # Errors
     ///
-    /// Fails if fuel consumption is not enabled via
-    /// [`Config::consume_fuel`](crate::Config::consume_fuel).
+    /// Fails unless the engine was configured with
+    /// [`Config::consume_fuel`](crate::Config::consume_fuel) on.
     pub fn set_fuel(&mut self, fuel: u64) -> Result<()> {
         self.inner.opaque.set_fuel(fuel)
     }
 
-    /// Configures a [`Store`] to yield execution of async WebAssembly code
-    /// periodically.
+    /// Makes async calls on this store yield to their executor after every
+    /// `interval` units of fuel, so that a long-running guest does not hold
+    /// its executor thread for the whole of its fuel.
     ///
-    /// When a [`Store`] is configured to consume fuel with
-    /// [`Config::consume_fuel`](crate::Config::consume_fuel) this method will
-    /// configure WebAssembly to be suspended and control will be yielded
-    /// back to the caller every `interval` units of fuel consumed. When using
-    /// this method it requires further invocations of WebAssembly to use
-    /// `*_async` entrypoints.
+    /// The store hands compiled code at most `interval` units at a time and
+    /// keeps the rest in reserve. Whenever compiled code has used up its
+    /// share, the runtime moves the next share out of the reserve and, in a
+    /// call made through an `*_async` entry point, suspends the call once:
+    /// its future wakes itself and returns `Poll::Pending`, and the guest
+    /// goes on where it stopped at the next poll. Once the reserve is empty
+    /// too, the call traps with [`Trap::OutOfFuel`] as usual; the total fuel
+    /// (see [`Store::get_fuel`]) is unchanged by the split.
     ///
-    /// The purpose of this behavior is to ensure that futures which represent
-    /// execution of WebAssembly do not execute too long inside their
-    /// `Future::poll` method. This allows for some form of cooperative
-    /// multitasking where WebAssembly will voluntarily yield control
-    /// periodically (based on fuel consumption) back to the running thread.
+    /// The wake-up is a plain self-wake, which on tokio puts the task in the
+    /// worker's LIFO slot; tokio bounds how often that slot is used in a
+    /// row, so other tasks still get their turn (see `docs/architecture.md`,
+    /// "Async calls on fibers"). For epoch-driven yields,
+    /// [`UpdateDeadline::YieldCustom`] lets the embedder choose the yield.
     ///
-    /// Note that futures returned by this crate will automatically flag
-    /// themselves to get re-polled if a yield happens. This means that
-    /// WebAssembly will continue to execute, just after giving the host an
-    /// opportunity to do something else.
-    ///
-    /// The `interval` parameter indicates how much fuel should be consumed
-    /// between yields of an async future. When fuel runs out wasm will
-    /// trap. `None` turns yielding off again (but the store still requires
-    /// `*_async` entrypoints).
+    /// Once this method has succeeded (with any argument), the store
+    /// requires the `*_async` entry points: its synchronous calls fail.
+    /// `None` stops the yielding (all remaining fuel goes to compiled code
+    /// again) but keeps that requirement.
     ///
     /// # Errors
     ///
-    /// This method will error if fuel is not enabled or `interval` is
-    /// `Some(0)`.
+    /// Fails if the engine was not configured with
+    /// [`Config::consume_fuel`](crate::Config::consume_fuel), or if
+    /// `interval` is `Some(0)`.
     pub fn fuel_async_yield_interval(&mut self, interval: Option<u64>) -> Result<()> {
         self.inner.opaque.fuel_async_yield_interval(interval)
     }
 
-    /// Sets the epoch deadline to `ticks_beyond_current` ticks after the
-    /// engine's current epoch.
+    /// Sets this store's epoch deadline to the engine's current epoch plus
+    /// `ticks_beyond_current`.
     ///
-    /// With [`Config::epoch_interruption`](crate::Config::epoch_interruption)
-    /// enabled, compiled code checks the engine's epoch at function entries
-    /// and loop headers; once [`Engine::increment_epoch`] has been called
-    /// `ticks_beyond_current` times, execution traps with
-    /// [`Trap::Interrupt`]. A store's deadline starts at 0, which has always
-    /// elapsed, so a store running such code must set a deadline first.
+    /// Code compiled with epoch interruption on (see
+    /// [`Config::epoch_interruption`](crate::Config::epoch_interruption))
+    /// compares the engine's epoch with the deadline at every function
+    /// entry, loop header and large bulk operation. Once
+    /// [`Engine::increment_epoch`] has moved the epoch to the deadline or
+    /// past it, the next such check hands over to the store's deadline
+    /// behaviour: a [`Trap::Interrupt`] by default, or what
+    /// [`Store::epoch_deadline_callback`] or
+    /// [`Store::epoch_deadline_async_yield_and_update`] chose. A tick that
+    /// arrives while a host function runs is noticed at the first check
+    /// after it returns.
+    ///
+    /// The deadline is absolute: setting it does not depend on what runs,
+    /// and a deadline that has passed stays passed. A new store's deadline
+    /// is 0, which has passed from the start, so a store that runs such code
+    /// must get a deadline first. `u64::MAX` ticks puts the deadline out of
+    /// reach (the sum saturates).
+    ///
+    /// This can also be called from host functions (through
+    /// [`Caller`](crate::Caller) or a [`StoreContextMut`]), for example to
+    /// give the rest of a call more time; compiled code picks up a later
+    /// deadline at its next check.
     pub fn set_epoch_deadline(&mut self, ticks_beyond_current: u64) {
         self.inner.opaque.set_epoch_deadline(ticks_beyond_current);
     }
 
-    /// Configures epoch-deadline expiration to trap with
-    /// [`Trap::Interrupt`] (the default).
+    /// Makes a passed epoch deadline stop the call with
+    /// [`Trap::Interrupt`], dropping a callback installed by
+    /// [`Store::epoch_deadline_callback`]. This is the behaviour of a new
+    /// store.
     ///
-    /// Note that when this is used it's required to call
-    /// [`Store::set_epoch_deadline`] or otherwise wasm will always
-    /// immediately trap.
+    /// Calling this does not undo the `*_async` requirement that
+    /// [`Store::epoch_deadline_async_yield_and_update`] sets.
     pub fn epoch_deadline_trap(&mut self) {
         self.inner.opaque.epoch_behavior = EpochBehavior::Trap;
         self.inner.epoch_callback = None;
     }
 
-    /// Configures epoch-deadline expiration to invoke a custom callback
-    /// function.
+    /// Makes a passed epoch deadline run `callback`, which decides how the
+    /// call goes on.
     ///
-    /// When epoch-interruption-instrumented code is executed on this store
-    /// and the epoch deadline is reached before completion, the provided
-    /// callback function is invoked.
+    /// The callback runs on the thread running the WebAssembly, inside the
+    /// call, at the epoch check that found the deadline passed, and gets the
+    /// whole store as a [`StoreContextMut`]. It returns an
+    /// [`UpdateDeadline`]:
     ///
-    /// This callback should either return an [`UpdateDeadline`], or return
-    /// an error, which will terminate execution with a trap.
+    /// * [`UpdateDeadline::Continue`]`(n)` sets the deadline `n` ticks ahead
+    ///   and goes on;
+    /// * [`UpdateDeadline::Yield`]`(n)` and [`UpdateDeadline::YieldCustom`]
+    ///   suspend an async call first (a synchronous call fails instead);
+    /// * [`UpdateDeadline::Interrupt`] stops the call with
+    ///   [`Trap::Interrupt`].
     ///
-    /// The [`UpdateDeadline`] is a positive number of ticks to add to the
-    /// epoch deadline, as well as indicating what to do after the callback
-    /// returns. If WebAssembly runs through an `*_async` entry point, the
-    /// callback may return [`UpdateDeadline::Yield`] or
-    /// [`UpdateDeadline::YieldCustom`] to yield to the async executor before
-    /// updating the epoch deadline. Alternatively, the callback may return
-    /// [`UpdateDeadline::Continue`] to update the epoch deadline immediately,
-    /// or [`UpdateDeadline::Interrupt`] to trap with [`Trap::Interrupt`].
+    /// An error returned by the callback stops the call, which then fails
+    /// with that same error (a [`WasmBacktrace`](crate::WasmBacktrace) of
+    /// the interrupted frames is attached as context when backtraces are
+    /// on); it is not turned into a [`Trap`].
     ///
-    /// This setting is intended to allow for coarse-grained interruption,
-    /// but not a deterministic deadline of a fixed, finite interval. For
-    /// deterministic interruption, see the "fuel" mechanism instead.
+    /// Epochs measure time only as finely as the embedder ticks them, and a
+    /// check notices a tick only when execution reaches it, so this is a way
+    /// to bound running time roughly, not to stop at an exact point. For
+    /// deterministic limits use fuel ([`Store::set_fuel`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use wasmtime::{Config, Engine, Module, Store, Trap, UpdateDeadline};
+    ///
+    /// # fn main() -> wasmtime::Result<()> {
+    /// let mut config = Config::new();
+    /// config.epoch_interruption(true);
+    /// let engine = Engine::new(&config)?;
+    /// let module = Module::new(
+    ///     &engine,
+    ///     r#"(module (func (export "spin") (loop $l (br $l))))"#,
+    /// )?;
+    ///
+    /// // The store's data counts the callback's runs: three grace periods of
+    /// // one tick each, then the call is stopped.
+    /// let mut store = Store::new(&engine, 0_u32);
+    /// store.set_epoch_deadline(1);
+    /// store.epoch_deadline_callback(|mut cx| {
+    ///     *cx.data_mut() += 1;
+    ///     if *cx.data() < 3 {
+    ///         Ok(UpdateDeadline::Continue(1))
+    ///     } else {
+    ///         Ok(UpdateDeadline::Interrupt)
+    ///     }
+    /// });
+    ///
+    /// // A ticker thread stands in for a timer.
+    /// let ticker = engine.weak();
+    /// std::thread::spawn(move || {
+    ///     while let Some(engine) = ticker.upgrade() {
+    ///         engine.increment_epoch();
+    ///         drop(engine);
+    ///         std::thread::sleep(std::time::Duration::from_millis(1));
+    ///     }
+    /// });
+    ///
+    /// let inst = wasmtime::Instance::new(&mut store, &module, &[])?;
+    /// let spin = inst.get_typed_func::<(), ()>(&mut store, "spin")?;
+    /// let err = spin.call(&mut store, ()).unwrap_err();
+    /// assert_eq!(err.downcast_ref::<Trap>(), Some(&Trap::Interrupt));
+    /// assert_eq!(*store.data(), 3);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn epoch_deadline_callback(
         &mut self,
         callback: impl FnMut(StoreContextMut<'_, T>) -> Result<UpdateDeadline> + Send + Sync + 'static,
@@ -535,30 +695,79 @@ impl<T> Store<T> {
         self.inner.opaque.epoch_behavior = EpochBehavior::Callback(epoch_accessor::<T>);
     }
 
-    /// Configures epoch-deadline expiration to yield to the async caller
-    /// and then update the deadline.
+    /// Makes a passed epoch deadline suspend the call once and then set the
+    /// deadline `delta` ticks past the epoch at which it resumes: time
+    /// slicing for async embedders.
     ///
-    /// When epoch-interruption-instrumented code is executed on this store
-    /// and the epoch deadline is reached before completion, with the store
-    /// configured in this way, execution will yield (the future will return
-    /// `Pending` but re-awake itself for later execution) and, upon
-    /// resuming, the store will be configured with an epoch deadline equal
-    /// to the current epoch plus `delta` ticks.
+    /// With every store set up this way and a driver that calls
+    /// [`Engine::increment_epoch`] periodically (a timer thread, say), each
+    /// CPU-bound guest gives its executor thread back about every `delta`
+    /// ticks, so many guests can share a few threads. The suspension is a
+    /// plain self-wake: the call's future returns `Poll::Pending` after
+    /// waking its task, and the guest goes on at the next poll.
     ///
-    /// This setting is intended to allow for cooperative timeslicing of
-    /// multiple CPU-bound Wasm guests in different stores, all executing
-    /// under the control of an async executor. To drive this, stores should
-    /// be configured to "yield and update" automatically with this
-    /// function, and some external driver (a thread that wakes up
-    /// periodically, or a timer signal/interrupt) should call
-    /// [`Engine::increment_epoch()`](crate::Engine::increment_epoch).
+    /// From this call on the store requires the `*_async` entry points,
+    /// since a synchronous call could not be suspended; its synchronous
+    /// calls fail. [`Config::epoch_interruption`](crate::Config::epoch_interruption)
+    /// introduces epochs; [`Store::mmu_interrupt_async_yield`] is this
+    /// crate's alternative that needs no checks in compiled code beyond a
+    /// load.
     ///
-    /// After this call the store requires `*_async` entry points (a
-    /// synchronous call could not yield).
+    /// # Example
     ///
-    /// See documentation on
-    /// [`Config::epoch_interruption()`](crate::Config::epoch_interruption)
-    /// for an introduction to epoch-based interruption.
+    /// Here the guest ticks the epoch itself, through a host function, so
+    /// that the yields are predictable; a real embedder ticks from a timer.
+    ///
+    /// ```
+    /// use std::future::Future;
+    /// use std::task::{Context, Poll, Waker};
+    /// use wasmtime::{Caller, Config, Engine, Linker, Module, Store};
+    ///
+    /// # fn main() -> wasmtime::Result<()> {
+    /// let mut config = Config::new();
+    /// config.epoch_interruption(true);
+    /// let engine = Engine::new(&config)?;
+    /// let module = Module::new(
+    ///     &engine,
+    ///     r#"(module
+    ///          (import "host" "tick" (func $tick))
+    ///          (func (export "run") (local $n i32)
+    ///            (local.set $n (i32.const 3))
+    ///            (loop $l
+    ///              (call $tick)
+    ///              (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+    ///              (br_if $l (local.get $n)))))"#,
+    /// )?;
+    /// let mut linker = Linker::new(&engine);
+    /// linker.func_wrap("host", "tick", |caller: Caller<'_, ()>| caller.engine().increment_epoch())?;
+    ///
+    /// let mut store = Store::new(&engine, ());
+    /// store.set_epoch_deadline(1);
+    /// store.epoch_deadline_async_yield_and_update(1);
+    /// // Synchronous calls are refused from now on.
+    /// assert!(linker.instantiate(&mut store, &module).is_err());
+    ///
+    /// let mut cx = Context::from_waker(Waker::noop());
+    /// let inst = {
+    ///     let mut fut = std::pin::pin!(linker.instantiate_async(&mut store, &module));
+    ///     loop {
+    ///         if let Poll::Ready(inst) = fut.as_mut().poll(&mut cx) {
+    ///             break inst?;
+    ///         }
+    ///     }
+    /// };
+    /// let run = inst.get_typed_func::<(), ()>(&mut store, "run")?;
+    /// let mut fut = std::pin::pin!(run.call_async(&mut store, ()));
+    /// let mut yields = 0;
+    /// while fut.as_mut().poll(&mut cx).is_pending() {
+    ///     yields += 1;
+    /// }
+    /// // The first two ticks are each seen at the next loop header; the
+    /// // loop ends right after the third.
+    /// assert_eq!(yields, 2);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn epoch_deadline_async_yield_and_update(&mut self, delta: u64) {
         self.inner.epoch_callback = None;
         self.inner
@@ -636,14 +845,37 @@ impl<T> Store<T> {
         self.inner.opaque.mmu_behavior = MmuBehavior::Callback(mmu_accessor::<T>);
     }
 
-    /// Configures the [`ResourceLimiter`] used to limit resource creation
-    /// within this [`Store`].
+    /// Installs a [`ResourceLimiter`] that bounds what this store may
+    /// allocate.
     ///
-    /// The closure returns the limiter, which typically lives in `T` (for
-    /// example a [`StoreLimits`](crate::StoreLimits) field). The limiter is
-    /// asked before every linear memory or table is created or grown, and
-    /// its instance, memory and table counts (read once, now) bound how many
-    /// of each this store may hold.
+    /// `limiter` maps the store's data to the limiter, so the limiter lives
+    /// inside `T` (for example a [`StoreLimits`](crate::StoreLimits)
+    /// field) and may keep state there. Every linear memory and table the
+    /// store creates or grows, by instantiation, by a host API or by a
+    /// `memory.grow` or `table.grow` instruction, is first put to the
+    /// limiter. Its instance, memory and table counts are read once, by
+    /// this call: changing them inside the limiter later has no effect
+    /// until `limiter` is called again.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use wasmtime::{Engine, Module, Store, StoreLimits, StoreLimitsBuilder};
+    ///
+    /// # fn main() -> wasmtime::Result<()> {
+    /// let engine = Engine::default();
+    /// // Memories of at most two 64 KiB pages.
+    /// let limits = StoreLimitsBuilder::new().memory_size(2 << 16).build();
+    /// let mut store: Store<StoreLimits> = Store::new(&engine, limits);
+    /// store.limiter(|limits| limits);
+    ///
+    /// let small = Module::new(&engine, "(module (memory 1))")?;
+    /// let large = Module::new(&engine, "(module (memory 3))")?;
+    /// assert!(wasmtime::Instance::new(&mut store, &small, &[]).is_ok());
+    /// assert!(wasmtime::Instance::new(&mut store, &large, &[]).is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn limiter(
         &mut self,
         mut limiter: impl (FnMut(&mut T) -> &mut dyn ResourceLimiter) + Send + Sync + 'static,
@@ -1499,124 +1731,130 @@ impl StoreOpaque {
     }
 }
 
-/// A temporary handle to a [`&Store<T>`][`Store`].
+/// Shared access to a [`Store`], borrowed for `'a`.
 ///
-/// This type is suitable for [`AsContext`] trait bounds on methods if
-/// desired. For more information, see [`Store`].
+/// What [`AsContext::as_context`] returns: the form in which the crate's
+/// read-only methods see a store, whatever the caller handed them (a
+/// `&Store<T>`, a [`Caller`](crate::Caller), ...). It is mostly useful in
+/// the signatures of the embedder's own helpers.
 pub struct StoreContext<'a, T: 'static>(pub(crate) &'a StoreInner<T>);
 
-/// A temporary handle to a [`&mut Store<T>`][`Store`].
+/// Exclusive access to a [`Store`], borrowed for `'a`.
 ///
-/// This type is suitable for [`AsContextMut`] or [`AsContext`] trait bounds
-/// on methods if desired. For more information, see [`Store`].
+/// What [`AsContextMut::as_context_mut`] returns, and what an epoch
+/// callback ([`Store::epoch_deadline_callback`]) receives. It has methods
+/// for the store's data and its fuel and epoch settings, and since it
+/// implements [`AsContextMut`] it can be passed to every method that needs a
+/// store.
 pub struct StoreContextMut<'a, T: 'static>(pub(crate) &'a mut StoreInner<T>);
 
 impl<'a, T> StoreContext<'a, T> {
-    /// Returns the underlying [`Engine`] this store is connected to.
+    /// The engine the store was created with.
     pub fn engine(&self) -> &Engine {
         &self.0.opaque.engine
     }
 
-    /// Access the underlying data owned by this `Store`.
+    /// The store's embedder data, for as long as the borrow lasts.
     pub fn data(&self) -> &'a T {
         &self.0.data
     }
 
-    /// Returns remaining fuel in this store (see [`Store::get_fuel`]).
+    /// The store's remaining fuel, as [`Store::get_fuel`] reports it.
     ///
     /// # Errors
     ///
-    /// Fails if fuel consumption is not enabled.
+    /// Fails unless the engine consumes fuel.
     pub fn get_fuel(&self) -> Result<u64> {
         self.0.opaque.get_fuel()
     }
 }
 
 impl<'a, T> StoreContextMut<'a, T> {
-    /// Access the underlying data owned by this `Store`.
+    /// The store's embedder data.
     pub fn data(&self) -> &T {
         &self.0.data
     }
 
-    /// Access the underlying data owned by this `Store`.
+    /// The store's embedder data, mutably.
     pub fn data_mut(&mut self) -> &mut T {
         &mut self.0.data
     }
 
-    /// Returns the underlying [`Engine`] this store is connected to.
+    /// The engine the store was created with.
     pub fn engine(&self) -> &Engine {
         &self.0.opaque.engine
     }
 
-    /// Returns remaining fuel in this store (see [`Store::get_fuel`]).
+    /// The store's remaining fuel, as [`Store::get_fuel`] reports it.
     ///
     /// # Errors
     ///
-    /// Fails if fuel consumption is not enabled.
+    /// Fails unless the engine consumes fuel.
     pub fn get_fuel(&self) -> Result<u64> {
         self.0.opaque.get_fuel()
     }
 
-    /// Sets the fuel of this store (see [`Store::set_fuel`]).
+    /// Replaces the store's fuel, as [`Store::set_fuel`] does.
     ///
     /// # Errors
     ///
-    /// Fails if fuel consumption is not enabled.
+    /// Fails unless the engine consumes fuel.
     pub fn set_fuel(&mut self, fuel: u64) -> Result<()> {
         self.0.opaque.set_fuel(fuel)
     }
 
-    /// Sets the epoch deadline (see [`Store::set_epoch_deadline`]).
+    /// Moves the store's epoch deadline, as [`Store::set_epoch_deadline`]
+    /// does.
     pub fn set_epoch_deadline(&mut self, ticks_beyond_current: u64) {
         self.0.opaque.set_epoch_deadline(ticks_beyond_current);
     }
 
-    /// Configures epoch-deadline expiration to trap (see
-    /// [`Store::epoch_deadline_trap`]).
+    /// Makes a passed deadline trap, as [`Store::epoch_deadline_trap`]
+    /// does.
     pub fn epoch_deadline_trap(&mut self) {
         self.0.opaque.epoch_behavior = EpochBehavior::Trap;
         self.0.epoch_callback = None;
     }
 
-    /// Configures epoch-deadline expiration to yield to the async caller
-    /// and then update the deadline (see
-    /// [`Store::epoch_deadline_async_yield_and_update`]).
+    /// Makes a passed deadline yield and move on by `delta` ticks, as
+    /// [`Store::epoch_deadline_async_yield_and_update`] does.
     pub fn epoch_deadline_async_yield_and_update(&mut self, delta: u64) {
         self.0.epoch_callback = None;
         self.0.opaque.epoch_deadline_async_yield_and_update(delta);
     }
 
-    /// Configures this store to yield while executing futures every
-    /// `interval` units of fuel (see [`Store::fuel_async_yield_interval`]).
+    /// Makes async calls yield every `interval` units of fuel, as
+    /// [`Store::fuel_async_yield_interval`] does.
     ///
     /// # Errors
     ///
-    /// Fails if fuel is not enabled or `interval` is `Some(0)`.
+    /// Fails unless the engine consumes fuel, or if `interval` is
+    /// `Some(0)`.
     pub fn fuel_async_yield_interval(&mut self, interval: Option<u64>) -> Result<()> {
         self.0.opaque.fuel_async_yield_interval(interval)
     }
 }
 
-/// A trait used to get shared access to a [`Store`].
+/// Types that can lend out a [`Store`] for reading.
 ///
 /// Most methods of this crate that need a store take
 /// `impl AsContext` or `impl AsContextMut`, so they accept `&Store<T>`,
 /// `&mut Store<T>`, [`StoreContext`], [`StoreContextMut`] and
 /// [`Caller`](crate::Caller) alike.
 pub trait AsContext {
-    /// The host information associated with the [`Store`], aka the `T` in
-    /// `Store<T>`.
+    /// The store's embedder data type: `T` for a `Store<T>`.
     type Data: 'static;
 
-    /// Returns the store context that this type provides access to.
+    /// Borrows the store for reading.
     fn as_context(&self) -> StoreContext<'_, Self::Data>;
 }
 
-/// A trait used to get exclusive mutable access to a [`Store`].
+/// Types that can lend out a [`Store`] for changes.
 ///
-/// See [`AsContext`].
+/// See [`AsContext`] for the implementors; the shared-only
+/// [`StoreContext`] is the one that implements only `AsContext`.
 pub trait AsContextMut: AsContext {
-    /// Returns the store context that this type provides access to.
+    /// Borrows the store exclusively.
     fn as_context_mut(&mut self) -> StoreContextMut<'_, Self::Data>;
 }
 

@@ -4,12 +4,12 @@ use crate::runtime::store::{StoreId, StoreOpaque};
 use crate::{AsContext, AsContextMut, Ref, TableType, Trap};
 use anyhow::{Result, bail};
 
-/// A WebAssembly `table`, or an array of values.
+/// A table: a growable array of references (`funcref` or `externref`),
+/// which `call_indirect` and the `table.*` instructions index.
 ///
-/// Like [`Memory`](crate::Memory) a table is an indexed array of values,
-/// but unlike [`Memory`](crate::Memory) it's an array of WebAssembly
-/// reference values rather than bytes. A `Table` is a handle into the
-/// [`Store`](crate::Store) that owns it.
+/// A `Table` comes from an instance's exports or from [`Table::new`], and
+/// is a handle into the [`Store`](crate::Store) that holds the table.
+/// Elements are read and written as [`Ref`]s.
 #[derive(Copy, Clone, Debug)]
 pub struct Table {
     pub(crate) store: StoreId,
@@ -17,8 +17,8 @@ pub struct Table {
 }
 
 impl Table {
-    /// Creates a new [`Table`] with the given parameters, every element set
-    /// to `init`.
+    /// A new table of type `ty` in `store`, every element set to `init`,
+    /// subject to the store's limiter.
     ///
     /// # Errors
     ///
@@ -42,24 +42,24 @@ impl Table {
         store.assert_store(self.store, "table");
     }
 
-    /// Returns the underlying type of this table, including its element
-    /// type as well as the maximum/minimum lower bounds.
+    /// The table's type: element type and limits as declared (not its
+    /// current size).
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this table.
+    /// Panics if this table belongs to a different store.
     pub fn ty(&self, store: impl AsContext) -> TableType {
         let store = store.as_context();
         self.check(&store.0.opaque);
         TableType::from_wasm(store.0.opaque.tables[self.index as usize].ty())
     }
 
-    /// Returns the table element value at `index`, or `None` if `index` is
-    /// out of bounds.
+    /// The element at `index`; `None` if `index` is not below the table's
+    /// size.
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this table.
+    /// Panics if this table belongs to a different store.
     pub fn get(&self, mut store: impl AsContextMut, index: u64) -> Option<Ref> {
         let store = store.as_context_mut();
         let opaque = &mut store.0.opaque;
@@ -71,16 +71,17 @@ impl Table {
         Some(unsafe { Ref::from_raw_element(opaque, raw, ty) })
     }
 
-    /// Writes the `val` provided into `index` within this table.
+    /// Stores `val` at `index`.
     ///
     /// # Errors
     ///
-    /// Fails if `index` is out of bounds, or if `val` does not have the
-    /// right type or belongs to another store.
+    /// Fails if `index` is not below the table's size, if `val`'s type
+    /// does not match the element type, or if `val` is a handle into
+    /// another store.
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this table.
+    /// Panics if this table belongs to a different store.
     pub fn set(&self, mut store: impl AsContextMut, index: u64, val: Ref) -> Result<()> {
         let store = store.as_context_mut();
         let opaque = &mut store.0.opaque;
@@ -93,30 +94,31 @@ impl Table {
         Ok(())
     }
 
-    /// Returns the current size of this table.
+    /// The table's current number of elements.
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this table.
+    /// Panics if this table belongs to a different store.
     pub fn size(&self, store: impl AsContext) -> u64 {
         let store = store.as_context();
         self.check(&store.0.opaque);
         store.0.opaque.tables[self.index as usize].size()
     }
 
-    /// Grows the size of this table by `delta` more elements, initialization
-    /// all new elements to `init`.
+    /// Adds `delta` elements, each set to `init`, and returns the table's
+    /// size before the growth.
     ///
-    /// Returns the previous size of this table if successful.
+    /// The store's limiter is asked first, as for `table.grow`.
     ///
     /// # Errors
     ///
-    /// Fails if the table would exceed its maximum, or if `init` does not
-    /// have the right type or belongs to another store.
+    /// Fails if the table would exceed its maximum, if the store's limiter
+    /// refuses or returns an error, or if `init` does not have the right
+    /// type or belongs to another store.
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this table.
+    /// Panics if this table belongs to a different store.
     pub fn grow(&self, mut store: impl AsContextMut, delta: u64, init: Ref) -> Result<u64> {
         let store = store.as_context_mut();
         let opaque = &mut store.0.opaque;
@@ -129,8 +131,9 @@ impl Table {
         }
     }
 
-    /// Copy `len` elements from `src_table[src_index..]` into
-    /// `dst_table[dst_index..]` (the ranges may overlap).
+    /// Copies the `len` elements starting at `src_index` of `src_table` to
+    /// `dst_table`, starting at `dst_index`, as `table.copy` does (the
+    /// ranges may overlap, even within one table).
     ///
     /// # Errors
     ///
@@ -139,7 +142,7 @@ impl Table {
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own both tables.
+    /// Panics if either table belongs to a different store.
     pub fn copy(
         mut store: impl AsContextMut,
         dst_table: &Table,
@@ -172,16 +175,18 @@ impl Table {
         Ok(())
     }
 
-    /// Fill `table[dst..(dst + len)]` with the given value.
+    /// Sets the `len` elements starting at `dst` to `val`, as `table.fill`
+    /// does.
     ///
     /// # Errors
     ///
     /// Fails with [`Trap::TableOutOfBounds`] if the range is out of bounds,
-    /// or if `val` does not have the right type or belongs to another store.
+    /// if `val`'s type does not match the element type, or if `val` is a
+    /// handle into another store.
     ///
     /// # Panics
     ///
-    /// Panics if `store` does not own this table.
+    /// Panics if this table belongs to a different store.
     pub fn fill(&self, mut store: impl AsContextMut, dst: u64, val: Ref, len: u64) -> Result<()> {
         let store = store.as_context_mut();
         let opaque = &mut store.0.opaque;

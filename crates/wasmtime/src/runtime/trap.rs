@@ -5,17 +5,17 @@ use std::fmt;
 
 pub use wasmtime_environ::Trap;
 
-/// Representation of a backtrace of function frames in a WebAssembly
-/// module for where an error happened.
+/// The WebAssembly frames that were on the stack when a call failed, or
+/// when [`WasmBacktrace::capture`] ran.
 ///
-/// This structure is attached to the [`anyhow::Error`] returned from many
-/// functions in this crate (a trap, or a failing host function called from
-/// WebAssembly) and can be retrieved with `error.downcast_ref::<WasmBacktrace>()`.
-/// It can also be captured explicitly with [`WasmBacktrace::capture`].
-///
-/// Frames are listed innermost first and hold at most
-/// [`Config::wasm_backtrace_max_frames`](crate::Config::wasm_backtrace_max_frames)
-/// entries.
+/// When a call traps, or a host function it called fails, the error the
+/// call returns carries one as [`anyhow`] context:
+/// `error.downcast_ref::<WasmBacktrace>()` gets it back, and printing the
+/// error with `{:?}` shows it. The runtime finds the frames by walking
+/// frame pointers, and lists them innermost first, keeping at most the
+/// number of frames set with
+/// [`Config::wasm_backtrace_max_frames`](crate::Config::wasm_backtrace_max_frames).
+/// Host frames between them are left out.
 #[derive(Debug)]
 pub struct WasmBacktrace {
     wasm_trace: Vec<FrameInfo>,
@@ -44,8 +44,7 @@ impl WasmBacktrace {
         WasmBacktrace::capture(store)
     }
 
-    /// Returns a list of function frames in WebAssembly this backtrace
-    /// represents, innermost first.
+    /// The frames, innermost (the one that failed) first.
     pub fn frames(&self) -> &[FrameInfo] {
         &self.wasm_trace
     }
@@ -86,12 +85,8 @@ fn demangle_function_name(f: &mut fmt::Formatter<'_>, name: &str) -> fmt::Result
     write!(f, "{name}")
 }
 
-/// Description of a frame in a backtrace for a [`WasmBacktrace`].
-///
-/// Whenever an error happens while WebAssembly is executing a
-/// [`WasmBacktrace`] will be attached to the error returned which can be
-/// used to acquire this `FrameInfo`. For more information see
-/// [`WasmBacktrace`].
+/// One frame of a [`WasmBacktrace`]: a WebAssembly function and where in
+/// it execution was.
 #[derive(Debug)]
 pub struct FrameInfo {
     module: Module,
@@ -118,33 +113,32 @@ impl FrameInfo {
         })
     }
 
-    /// Returns the WebAssembly function index for this frame.
-    ///
-    /// This function index is the index in the function index space of the
-    /// WebAssembly module that this frame comes from.
+    /// The function's index in its module's function index space (imported
+    /// functions first, then the module's own).
     pub fn func_index(&self) -> u32 {
         self.func_index
     }
 
-    /// Returns the module for this frame.
+    /// The module the function belongs to.
     pub fn module(&self) -> &Module {
         &self.module
     }
 
-    /// Returns a descriptive name of the function for this frame, if one is
-    /// available (from the module's name section).
+    /// The function's name from the module's name section, if it has one
+    /// (as stored: not demangled).
     pub fn func_name(&self) -> Option<&str> {
         self.func_name.as_deref()
     }
 
-    /// Returns the offset within the original wasm module this frame's
-    /// program counter was at, if known.
+    /// The byte offset, in the module binary, of the instruction the frame
+    /// was executing (for a caller's frame, the call); `None` when the
+    /// address map has no entry for it.
     pub fn module_offset(&self) -> Option<usize> {
         Some(self.instr? as usize)
     }
 
-    /// Returns the offset from the original wasm module's function to this
-    /// frame's program counter, if known.
+    /// The same position as [`FrameInfo::module_offset`], counted from the
+    /// start of the function's body instead of the start of the module.
     pub fn func_offset(&self) -> Option<usize> {
         Some(self.instr?.checked_sub(self.func_start?)? as usize)
     }
@@ -156,7 +150,8 @@ impl FrameInfo {
     }
 }
 
-/// Debug information for a symbol that is attached to a [`FrameInfo`].
+/// What DWARF debug information would say about a frame (upstream's
+/// [`FrameInfo::symbols`] items).
 ///
 /// This runtime does not read DWARF, so no `FrameSymbol` is ever created;
 /// the type exists for API compatibility.
@@ -169,24 +164,22 @@ pub struct FrameSymbol {
 }
 
 impl FrameSymbol {
-    /// Returns the function name associated with this symbol.
+    /// The source-level function name.
     pub fn name(&self) -> Option<&str> {
         self.name.as_deref()
     }
 
-    /// Returns the source code filename this symbol was defined in.
+    /// The source file.
     pub fn file(&self) -> Option<&str> {
         self.file.as_deref()
     }
 
-    /// Returns the 1-indexed source code line number this symbol was
-    /// defined on.
+    /// The source line, counting from 1.
     pub fn line(&self) -> Option<u32> {
         self.line
     }
 
-    /// Returns the 1-indexed source code column number this symbol was
-    /// defined on.
+    /// The source column, counting from 1.
     pub fn column(&self) -> Option<u32> {
         self.column
     }

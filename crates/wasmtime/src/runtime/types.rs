@@ -12,47 +12,49 @@ use wasmtime_environ::{
     WasmRefType, WasmTableType, WasmValType,
 };
 
-/// Indicator of whether a global value, struct's field, or array type's
-/// elements are mutable or not.
+/// Whether a global (or, in the GC proposal, a struct field or array
+/// element) can be written after its creation.
 #[derive(Debug, Clone, Copy, Hash, Eq, PartialEq)]
 pub enum Mutability {
-    /// The global value, struct field, or array elements are constant.
+    /// Read-only: set once, when created.
     Const,
-    /// The value is mutable.
+    /// Writable, by `global.set` or [`Global::set`](crate::Global::set).
     Var,
 }
 
 impl Mutability {
-    /// Is this constant?
+    /// Whether this is [`Mutability::Const`].
     pub fn is_const(&self) -> bool {
         *self == Mutability::Const
     }
 
-    /// Is this variable?
+    /// Whether this is [`Mutability::Var`].
     pub fn is_var(&self) -> bool {
         *self == Mutability::Var
     }
 }
 
-/// A list of all possible value types in WebAssembly.
+/// The type of one WebAssembly value: a number, a vector or a reference.
 ///
-/// # Subtyping and equality
+/// # Comparing types
 ///
-/// Use [`ValType::matches`] for subtyping and [`ValType::eq`] for equality;
-/// `ValType` deliberately does not implement `PartialEq`, as upstream.
+/// With references, "the same type" is ambiguous, so `ValType` has no
+/// `PartialEq`, as upstream's has none: ask [`ValType::matches`] whether
+/// one type is a subtype of another, or [`ValType::eq`] whether two types
+/// are equal.
 #[derive(Clone, Hash)]
 pub enum ValType {
-    /// Signed 32 bit integer.
+    /// `i32`: 32 bits, an integer of either signedness.
     I32,
-    /// Signed 64 bit integer.
+    /// `i64`: 64 bits, an integer of either signedness.
     I64,
-    /// Floating point 32 bit integer.
+    /// `f32`: an IEEE 754 single-precision float.
     F32,
-    /// Floating point 64 bit integer.
+    /// `f64`: an IEEE 754 double-precision float.
     F64,
-    /// A 128 bit number.
+    /// `v128`: 128 bits of SIMD lanes.
     V128,
-    /// An opaque reference to some type on the heap.
+    /// A reference of the given reference type.
     Ref(RefType),
 }
 
@@ -82,33 +84,32 @@ impl From<RefType> for ValType {
 }
 
 impl ValType {
-    /// The `externref` type, aka `(ref null extern)`.
+    /// `externref`: nullable references to `extern`.
     pub const EXTERNREF: Self = ValType::Ref(RefType::EXTERNREF);
-    /// The `nullexternref` type, aka `(ref null noextern)`.
+    /// `nullexternref`: nullable references to `noextern`.
     pub const NULLEXTERNREF: Self = ValType::Ref(RefType::NULLEXTERNREF);
-    /// The `funcref` type, aka `(ref null func)`.
+    /// `funcref`: nullable references to `func`.
     pub const FUNCREF: Self = ValType::Ref(RefType::FUNCREF);
-    /// The `nullfuncref` type, aka `(ref null nofunc)`.
+    /// `nullfuncref`: nullable references to `nofunc`.
     pub const NULLFUNCREF: Self = ValType::Ref(RefType::NULLFUNCREF);
-    /// The `anyref` type, aka `(ref null any)`.
+    /// `anyref`: nullable references to `any`.
     pub const ANYREF: Self = ValType::Ref(RefType::ANYREF);
-    /// The `eqref` type, aka `(ref null eq)`.
+    /// `eqref`: nullable references to `eq`.
     pub const EQREF: Self = ValType::Ref(RefType::EQREF);
-    /// The `i31ref` type, aka `(ref null i31)`.
+    /// `i31ref`: nullable references to `i31`.
     pub const I31REF: Self = ValType::Ref(RefType::I31REF);
-    /// The `arrayref` type, aka `(ref null array)`.
+    /// `arrayref`: nullable references to `array`.
     pub const ARRAYREF: Self = ValType::Ref(RefType::ARRAYREF);
-    /// The `structref` type, aka `(ref null struct)`.
+    /// `structref`: nullable references to `struct`.
     pub const STRUCTREF: Self = ValType::Ref(RefType::STRUCTREF);
-    /// The `nullref` type, aka `(ref null none)`.
+    /// `nullref`: nullable references to `none`.
     pub const NULLREF: Self = ValType::Ref(RefType::NULLREF);
-    /// The `exnref` type, aka `(ref null exn)`.
+    /// `exnref`: nullable references to `exn`.
     pub const EXNREF: Self = ValType::Ref(RefType::EXNREF);
-    /// The `nullexnref` type, aka `(ref null noexn)`.
+    /// `nullexnref`: nullable references to `noexn`.
     pub const NULLEXNREF: Self = ValType::Ref(RefType::NULLEXNREF);
 
-    /// Returns true if `ValType` matches any of the numeric types (`i32`,
-    /// `i64`, `f32`, `f64`).
+    /// Whether this is `i32`, `i64`, `f32` or `f64` (not `v128`).
     pub fn is_num(&self) -> bool {
         matches!(
             self,
@@ -116,37 +117,37 @@ impl ValType {
         )
     }
 
-    /// Is this the `i32` type?
+    /// Whether this is `i32`.
     pub fn is_i32(&self) -> bool {
         matches!(self, ValType::I32)
     }
 
-    /// Is this the `i64` type?
+    /// Whether this is `i64`.
     pub fn is_i64(&self) -> bool {
         matches!(self, ValType::I64)
     }
 
-    /// Is this the `f32` type?
+    /// Whether this is `f32`.
     pub fn is_f32(&self) -> bool {
         matches!(self, ValType::F32)
     }
 
-    /// Is this the `f64` type?
+    /// Whether this is `f64`.
     pub fn is_f64(&self) -> bool {
         matches!(self, ValType::F64)
     }
 
-    /// Is this the `v128` type?
+    /// Whether this is `v128`.
     pub fn is_v128(&self) -> bool {
         matches!(self, ValType::V128)
     }
 
-    /// Returns true if `ValType` is any kind of reference type.
+    /// Whether this is a reference type, of any heap type or nullability.
     pub fn is_ref(&self) -> bool {
         matches!(self, ValType::Ref(_))
     }
 
-    /// Is this the `funcref` (aka `(ref null func)`) type?
+    /// Whether this is exactly `funcref`, `(ref null func)`.
     pub fn is_funcref(&self) -> bool {
         matches!(
             self,
@@ -157,7 +158,7 @@ impl ValType {
         )
     }
 
-    /// Is this the `externref` (aka `(ref null extern)`) type?
+    /// Whether this is exactly `externref`, `(ref null extern)`.
     pub fn is_externref(&self) -> bool {
         matches!(
             self,
@@ -168,7 +169,7 @@ impl ValType {
         )
     }
 
-    /// Is this the `anyref` (aka `(ref null any)`) type?
+    /// Whether this is exactly `anyref`, `(ref null any)`.
     pub fn is_anyref(&self) -> bool {
         matches!(
             self,
@@ -179,8 +180,7 @@ impl ValType {
         )
     }
 
-    /// Get the underlying reference type, if this value type is a
-    /// reference type.
+    /// The reference type, for a reference; `None` otherwise.
     pub fn as_ref(&self) -> Option<&RefType> {
         match self {
             ValType::Ref(r) => Some(r),
@@ -188,20 +188,18 @@ impl ValType {
         }
     }
 
-    /// Get the underlying reference type, panicking if this value type is
-    /// not a reference type.
+    /// The reference type of what must be a reference.
     ///
     /// # Panics
     ///
-    /// Panics if this is not a reference type.
+    /// Panics for a number or vector type.
     pub fn unwrap_ref(&self) -> &RefType {
         self.as_ref()
             .expect("ValType::unwrap_ref on a non-reference type")
     }
 
-    /// Does this value type match the other type?
-    ///
-    /// That is, is this value type a subtype of the other?
+    /// Whether a value of this type may be used where `other` is expected:
+    /// the same numeric or vector type, or a reference subtype.
     pub fn matches(&self, other: &ValType) -> bool {
         match (self, other) {
             (Self::I32, Self::I32) => true,
@@ -214,14 +212,14 @@ impl ValType {
         }
     }
 
-    /// Is value type `a` precisely equal to value type `b`?
+    /// Whether `a` and `b` are the same type (each matches the other).
     #[allow(clippy::should_implement_trait, reason = "upstream API")]
     pub fn eq(a: &Self, b: &Self) -> bool {
         a.matches(b) && b.matches(a)
     }
 
-    /// Returns the default value for this type, if one exists (numbers are
-    /// zero and nullable references null).
+    /// The zero value of this type, as [`Val::default_for_ty`] gives it;
+    /// `None` for non-nullable references.
     pub fn default_value(&self) -> Option<Val> {
         Val::default_for_ty(self)
     }
@@ -250,11 +248,12 @@ impl ValType {
     }
 }
 
-/// Opaque references to data in the Wasm heap or to host data.
+/// The type of a reference: a heap type, and whether null is allowed.
 ///
-/// Only the nullable `funcref` and `externref` types can be used with
-/// values in this runtime; the other heap types exist so that type-level
-/// code written for upstream Wasmtime compiles and matches the same way.
+/// Values in this runtime only ever have the nullable `funcref` and
+/// `externref` types and their subtypes; the other heap types are here so
+/// that code that inspects or compares types, written for upstream
+/// Wasmtime, compiles and gets the same answers.
 #[derive(Clone, Hash)]
 pub struct RefType {
     is_nullable: bool,
@@ -278,29 +277,29 @@ impl Display for RefType {
 }
 
 impl RefType {
-    /// The `externref` type, aka `(ref null extern)`.
+    /// `externref`: nullable references to `extern`.
     pub const EXTERNREF: Self = RefType::nullable(HeapType::Extern);
-    /// The `nullexternref` type, aka `(ref null noextern)`.
+    /// `nullexternref`: nullable references to `noextern`.
     pub const NULLEXTERNREF: Self = RefType::nullable(HeapType::NoExtern);
-    /// The `funcref` type, aka `(ref null func)`.
+    /// `funcref`: nullable references to `func`.
     pub const FUNCREF: Self = RefType::nullable(HeapType::Func);
-    /// The `nullfuncref` type, aka `(ref null nofunc)`.
+    /// `nullfuncref`: nullable references to `nofunc`.
     pub const NULLFUNCREF: Self = RefType::nullable(HeapType::NoFunc);
-    /// The `anyref` type, aka `(ref null any)`.
+    /// `anyref`: nullable references to `any`.
     pub const ANYREF: Self = RefType::nullable(HeapType::Any);
-    /// The `eqref` type, aka `(ref null eq)`.
+    /// `eqref`: nullable references to `eq`.
     pub const EQREF: Self = RefType::nullable(HeapType::Eq);
-    /// The `i31ref` type, aka `(ref null i31)`.
+    /// `i31ref`: nullable references to `i31`.
     pub const I31REF: Self = RefType::nullable(HeapType::I31);
-    /// The `arrayref` type, aka `(ref null array)`.
+    /// `arrayref`: nullable references to `array`.
     pub const ARRAYREF: Self = RefType::nullable(HeapType::Array);
-    /// The `structref` type, aka `(ref null struct)`.
+    /// `structref`: nullable references to `struct`.
     pub const STRUCTREF: Self = RefType::nullable(HeapType::Struct);
-    /// The `nullref` type, aka `(ref null none)`.
+    /// `nullref`: nullable references to `none`.
     pub const NULLREF: Self = RefType::nullable(HeapType::None);
-    /// The `exnref` type, aka `(ref null exn)`.
+    /// `exnref`: nullable references to `exn`.
     pub const EXNREF: Self = RefType::nullable(HeapType::Exn);
-    /// The `nullexnref` type, aka `(ref null noexn)`.
+    /// `nullexnref`: nullable references to `noexn`.
     pub const NULLEXNREF: Self = RefType::nullable(HeapType::NoExn);
 
     const fn nullable(heap_type: HeapType) -> RefType {
@@ -310,7 +309,7 @@ impl RefType {
         }
     }
 
-    /// Construct a new reference type.
+    /// The reference type to `heap_type`, nullable or not.
     pub fn new(is_nullable: bool, heap_type: HeapType) -> RefType {
         RefType {
             is_nullable,
@@ -318,19 +317,18 @@ impl RefType {
         }
     }
 
-    /// Can this type of reference be null?
+    /// Whether null belongs to this type.
     pub fn is_nullable(&self) -> bool {
         self.is_nullable
     }
 
-    /// The heap type that this is a reference to.
+    /// What the reference points to.
     pub fn heap_type(&self) -> &HeapType {
         &self.heap_type
     }
 
-    /// Does this reference type match the other?
-    ///
-    /// That is, is this reference type a subtype of the other?
+    /// Whether this type is a subtype of `other`: its heap type matches
+    /// `other`'s, and it allows null only if `other` does.
     pub fn matches(&self, other: &RefType) -> bool {
         if self.is_nullable() && !other.is_nullable() {
             return false;
@@ -338,7 +336,8 @@ impl RefType {
         self.heap_type().matches(other.heap_type())
     }
 
-    /// Is reference type `a` precisely equal to reference type `b`?
+    /// Whether `a` and `b` are the same reference type (each matches the
+    /// other).
     #[allow(clippy::should_implement_trait, reason = "upstream API")]
     pub fn eq(a: &RefType, b: &RefType) -> bool {
         a.matches(b) && b.matches(a)
@@ -360,42 +359,44 @@ impl RefType {
     }
 }
 
-/// The heap types that references may point to.
+/// What a reference can point to, in the hierarchies of the WebAssembly
+/// type system: `func`, `extern`, and the `any`, `exn` and `cont` ones of
+/// proposals this runtime does not implement.
 ///
-/// Only [`HeapType::Func`] and [`HeapType::Extern`] (nullable) have values
-/// in this runtime; the other variants take part in type matching only.
+/// Only function and extern references occur as values here; the other
+/// variants take part in type matching only.
 #[derive(Debug, Clone, Hash)]
 pub enum HeapType {
-    /// The abstract `extern` heap type: host references.
+    /// `extern`: the top of the host-reference hierarchy.
     Extern,
-    /// The abstract `noextern` heap type: the bottom of the `extern`
-    /// hierarchy.
+    /// `noextern`: the bottom of the host-reference hierarchy (only null
+    /// has it).
     NoExtern,
-    /// The abstract `func` heap type: any function.
+    /// `func`: the top of the function hierarchy, any function at all.
     Func,
-    /// A reference to a function of the given type.
+    /// Functions of exactly one signature.
     ConcreteFunc(FuncType),
-    /// The abstract `nofunc` heap type: the bottom of the `func` hierarchy.
+    /// `nofunc`: the bottom of the function hierarchy (only null has it).
     NoFunc,
-    /// The abstract `any` heap type (GC proposal).
+    /// `any`: the top of the GC proposal's internal hierarchy.
     Any,
-    /// The abstract `eq` heap type (GC proposal).
+    /// `eq`: GC values comparable with `ref.eq`.
     Eq,
-    /// The `i31` heap type (GC proposal).
+    /// `i31`: unboxed 31-bit integers of the GC proposal.
     I31,
-    /// The abstract `array` heap type (GC proposal).
+    /// `array`: any GC array.
     Array,
-    /// The abstract `struct` heap type (GC proposal).
+    /// `struct`: any GC struct.
     Struct,
-    /// The abstract `exn` heap type (exceptions proposal).
+    /// `exn`: the top of the exception hierarchy.
     Exn,
-    /// The abstract `cont` heap type (stack-switching proposal).
+    /// `cont`: the top of the stack-switching proposal's continuations.
     Cont,
-    /// The abstract `nocont` heap type.
+    /// `nocont`: the bottom of the continuation hierarchy.
     NoCont,
-    /// The abstract `none` heap type: the bottom of the `any` hierarchy.
+    /// `none`: the bottom of the `any` hierarchy.
     None,
-    /// The abstract `noexn` heap type.
+    /// `noexn`: the bottom of the exception hierarchy.
     NoExn,
 }
 
@@ -428,57 +429,59 @@ impl From<FuncType> for HeapType {
 }
 
 impl HeapType {
-    /// Is this the abstract `extern` heap type?
+    /// Whether this is `extern`.
     pub fn is_extern(&self) -> bool {
         matches!(self, HeapType::Extern)
     }
 
-    /// Is this the abstract `func` heap type?
+    /// Whether this is `func` (not a concrete function type).
     pub fn is_func(&self) -> bool {
         matches!(self, HeapType::Func)
     }
 
-    /// Is this the abstract `nofunc` heap type?
+    /// Whether this is `nofunc`.
     pub fn is_no_func(&self) -> bool {
         matches!(self, HeapType::NoFunc)
     }
 
-    /// Is this the abstract `any` heap type?
+    /// Whether this is `any`.
     pub fn is_any(&self) -> bool {
         matches!(self, HeapType::Any)
     }
 
-    /// Is this the `i31` heap type?
+    /// Whether this is `i31`.
     pub fn is_i31(&self) -> bool {
         matches!(self, HeapType::I31)
     }
 
-    /// Is this the abstract `none` heap type?
+    /// Whether this is `none`.
     pub fn is_none(&self) -> bool {
         matches!(self, HeapType::None)
     }
 
-    /// Is this the abstract `exn` heap type?
+    /// Whether this is `exn`.
     pub fn is_exn(&self) -> bool {
         matches!(self, HeapType::Exn)
     }
 
-    /// Is this an abstract type (not a concrete function type)?
+    /// Whether this is one of the named heap types rather than a concrete
+    /// function type.
     pub fn is_abstract(&self) -> bool {
         !self.is_concrete()
     }
 
-    /// Is this a concrete, user-defined heap type?
+    /// Whether this is a concrete type from a module's type section (here,
+    /// always a function type).
     pub fn is_concrete(&self) -> bool {
         matches!(self, HeapType::ConcreteFunc(_))
     }
 
-    /// Is this a concrete, user-defined function type?
+    /// Whether this is a concrete function type.
     pub fn is_concrete_func(&self) -> bool {
         matches!(self, HeapType::ConcreteFunc(_))
     }
 
-    /// Get the underlying concrete function type, if any.
+    /// The function type, for a concrete function type; `None` otherwise.
     pub fn as_concrete_func(&self) -> Option<&FuncType> {
         match self {
             HeapType::ConcreteFunc(f) => Some(f),
@@ -486,18 +489,18 @@ impl HeapType {
         }
     }
 
-    /// Get the underlying concrete function type, panicking if this is not
-    /// one.
+    /// The function type of what must be a concrete function type.
     ///
     /// # Panics
     ///
-    /// Panics if this is not a concrete function type.
+    /// Panics for any named heap type.
     pub fn unwrap_concrete_func(&self) -> &FuncType {
         self.as_concrete_func()
             .expect("HeapType::unwrap_concrete_func on a non-function type")
     }
 
-    /// Get the top type of this heap type's type hierarchy.
+    /// The supertype of every type in this type's hierarchy (`func` for
+    /// function types, `extern` for `noextern`, ...).
     pub fn top(&self) -> HeapType {
         match self {
             HeapType::Func | HeapType::ConcreteFunc(_) | HeapType::NoFunc => HeapType::Func,
@@ -513,7 +516,7 @@ impl HeapType {
         }
     }
 
-    /// Is this the top type within its type hierarchy?
+    /// Whether this is the top of its hierarchy.
     pub fn is_top(&self) -> bool {
         matches!(
             self,
@@ -521,7 +524,8 @@ impl HeapType {
         )
     }
 
-    /// Get the bottom type of this heap type's type hierarchy.
+    /// The subtype of every type in this type's hierarchy (`nofunc` for
+    /// function types, `noextern` for `extern`, ...).
     pub fn bottom(&self) -> HeapType {
         match self {
             HeapType::Extern | HeapType::NoExtern => HeapType::NoExtern,
@@ -537,7 +541,7 @@ impl HeapType {
         }
     }
 
-    /// Is this the bottom type within its type hierarchy?
+    /// Whether this is the bottom of its hierarchy.
     pub fn is_bottom(&self) -> bool {
         matches!(
             self,
@@ -549,9 +553,8 @@ impl HeapType {
         )
     }
 
-    /// Does this heap type match the other heap type?
-    ///
-    /// That is, is this heap type a subtype of the other?
+    /// Whether this heap type is a subtype of `other`; types of different
+    /// hierarchies never match.
     pub fn matches(&self, other: &HeapType) -> bool {
         use HeapType as H;
         match (self, other) {
@@ -574,17 +577,20 @@ impl HeapType {
         }
     }
 
-    /// Is heap type `a` precisely equal to heap type `b`?
+    /// Whether `a` and `b` are the same heap type (each matches the other).
     #[allow(clippy::should_implement_trait, reason = "upstream API")]
     pub fn eq(a: &HeapType, b: &HeapType) -> bool {
         a.matches(b) && b.matches(a)
     }
 }
 
-/// The type of a WebAssembly function.
+/// A function signature: parameter and result types.
 ///
-/// A function type is registered with an [`Engine`] (function types are
-/// interned engine-wide) and can only be used with that engine.
+/// Function types are interned per engine: creating one registers it with
+/// an [`Engine`], and two `FuncType`s of one engine with the same
+/// parameters and results share one registration, which is what makes
+/// [`FuncType::matches`] a comparison of indices. A `FuncType` works only
+/// with the engine it was registered with.
 #[derive(Clone)]
 pub struct FuncType {
     engine: Engine,
@@ -614,9 +620,7 @@ impl Hash for FuncType {
 }
 
 impl FuncType {
-    /// Creates a new function type from the given parameters and results.
-    ///
-    /// The function type is registered with `engine`.
+    /// The signature `params -> results`, registered with `engine`.
     ///
     /// # Panics
     ///
@@ -670,40 +674,40 @@ impl FuncType {
         }
     }
 
-    /// Get the engine that this function type is associated with.
+    /// The engine the type is registered with.
     pub fn engine(&self) -> &Engine {
         &self.engine
     }
 
-    /// Get the `i`th parameter type, if any.
+    /// Parameter `i`'s type; `None` past the last parameter.
     pub fn param(&self, i: usize) -> Option<ValType> {
         self.ty.params.get(i).map(|t| ValType::from_wasm(*t))
     }
 
-    /// Returns the list of parameter types for this function.
+    /// The parameter types, in order.
     pub fn params(&self) -> impl ExactSizeIterator<Item = ValType> + '_ {
         self.ty.params.iter().map(|t| ValType::from_wasm(*t))
     }
 
-    /// Get the `i`th result type, if any.
+    /// Result `i`'s type; `None` past the last result.
     pub fn result(&self, i: usize) -> Option<ValType> {
         self.ty.results.get(i).map(|t| ValType::from_wasm(*t))
     }
 
-    /// Returns the list of result types for this function.
+    /// The result types, in order.
     pub fn results(&self) -> impl ExactSizeIterator<Item = ValType> + '_ {
         self.ty.results.iter().map(|t| ValType::from_wasm(*t))
     }
 
-    /// Does this function type match the other function type?
-    ///
-    /// Without the function-references proposal, function types match
-    /// exactly when they are equal.
+    /// Whether a function of this type may be used where `other` is
+    /// expected. Without the function-references proposal there is no
+    /// subtyping between signatures, so this holds exactly when the two are
+    /// the same signature of the same engine.
     pub fn matches(&self, other: &FuncType) -> bool {
         Engine::same(&self.engine, &other.engine) && self.index == other.index
     }
 
-    /// Is function type `a` precisely equal to function type `b`?
+    /// Whether `a` and `b` are the same signature of the same engine.
     #[allow(clippy::should_implement_trait, reason = "upstream API")]
     pub fn eq(a: &FuncType, b: &FuncType) -> bool {
         a.matches(b)
@@ -718,7 +722,7 @@ impl FuncType {
     }
 }
 
-/// A WebAssembly global descriptor.
+/// The type of a global: its value type and whether it can be written.
 #[derive(Debug, Clone, Hash)]
 pub struct GlobalType {
     content: ValType,
@@ -726,8 +730,8 @@ pub struct GlobalType {
 }
 
 impl GlobalType {
-    /// Creates a new global descriptor of the specified `content` type and
-    /// whether or not it's mutable.
+    /// The type of globals holding `content` values, writable or not as
+    /// `mutability` says.
     pub fn new(content: ValType, mutability: Mutability) -> GlobalType {
         GlobalType {
             content,
@@ -735,12 +739,12 @@ impl GlobalType {
         }
     }
 
-    /// Returns the value type of this global descriptor.
+    /// The type of the value the global holds.
     pub fn content(&self) -> &ValType {
         &self.content
     }
 
-    /// Returns whether or not this global is mutable.
+    /// Whether the global can be written.
     pub fn mutability(&self) -> Mutability {
         self.mutability
     }
@@ -764,7 +768,7 @@ impl GlobalType {
     }
 }
 
-/// A descriptor for a table in a WebAssembly module.
+/// The type of a table: its element type and size limits, in elements.
 ///
 /// Only `funcref` and `externref` tables can be created in this runtime
 /// ([`Table::new`](crate::Table::new) rejects other element types).
@@ -776,8 +780,8 @@ pub struct TableType {
 }
 
 impl TableType {
-    /// Creates a new table descriptor which will contain the specified
-    /// `element` and have the `limits` applied to its length.
+    /// The type of tables of `element` references, with at least `min`
+    /// elements and at most `max` (no upper limit when `None`).
     pub fn new(element: RefType, min: u32, max: Option<u32>) -> TableType {
         TableType {
             element,
@@ -786,23 +790,23 @@ impl TableType {
         }
     }
 
-    /// Returns whether this is a 64-bit table (always `false` here).
+    /// Whether the table is indexed with `i64`s (never: this runtime has
+    /// no memory64 proposal).
     pub fn is_64(&self) -> bool {
         false
     }
 
-    /// Returns the element value type of this table.
+    /// The type of the table's elements.
     pub fn element(&self) -> &RefType {
         &self.element
     }
 
-    /// Returns minimum number of elements this table must have.
+    /// The table's initial and smallest size, in elements.
     pub fn minimum(&self) -> u64 {
         self.minimum
     }
 
-    /// Returns the optionally-specified maximum number of elements this
-    /// table can have.
+    /// The largest size the table may grow to, if it declares one.
     pub fn maximum(&self) -> Option<u64> {
         self.maximum
     }
@@ -824,17 +828,15 @@ impl TableType {
     }
 }
 
-/// A descriptor for a WebAssembly memory type.
-///
-/// Sizes are in 64 KiB WebAssembly pages.
+/// The type of a linear memory: its size limits, in 64 KiB pages.
 #[derive(Debug, Clone, Hash, Eq, PartialEq)]
 pub struct MemoryType {
     ty: WasmMemoryType,
 }
 
 impl MemoryType {
-    /// Creates a new descriptor for a 32-bit WebAssembly memory given the
-    /// specified limits of the memory.
+    /// The type of 32-bit, unshared memories of at least `minimum` pages
+    /// and at most `maximum` (up to 4 GiB when `None`).
     pub fn new(minimum: u32, maximum: Option<u32>) -> MemoryType {
         MemoryType {
             ty: WasmMemoryType {
@@ -844,33 +846,34 @@ impl MemoryType {
         }
     }
 
-    /// Returns whether this is a 64-bit memory (always `false` here).
+    /// Whether the memory is indexed with `i64`s (never here: no memory64).
     pub fn is_64(&self) -> bool {
         false
     }
 
-    /// Returns whether this is a shared memory (always `false` here).
+    /// Whether the memory is shared between threads (never here: no
+    /// threads proposal).
     pub fn is_shared(&self) -> bool {
         false
     }
 
-    /// Returns minimum number of WebAssembly pages this memory must have.
+    /// The memory's initial and smallest size, in pages.
     pub fn minimum(&self) -> u64 {
         self.ty.minimum
     }
 
-    /// Returns the optionally-specified maximum number of pages this memory
-    /// can have.
+    /// The largest size the memory may grow to, in pages, if it declares
+    /// one.
     pub fn maximum(&self) -> Option<u64> {
         self.ty.maximum
     }
 
-    /// The page size, in bytes (always 65536 here).
+    /// The page size in bytes: always 65536 (no custom page sizes here).
     pub fn page_size(&self) -> u64 {
         wasmtime_environ::WASM_PAGE_SIZE
     }
 
-    /// The base-2 logarithm of the page size (always 16 here).
+    /// The base-2 logarithm of [`MemoryType::page_size`]: always 16.
     pub fn page_size_log2(&self) -> u8 {
         16
     }
@@ -884,24 +887,23 @@ impl MemoryType {
     }
 }
 
-/// A list of all possible types which can be externally referenced from a
-/// WebAssembly module.
+/// The type of an import or export: one variant per kind of [`Extern`](crate::Extern).
 #[derive(Debug, Clone)]
 pub enum ExternType {
-    /// This external type is the type of a WebAssembly function.
+    /// A function's signature.
     Func(FuncType),
-    /// This external type is the type of a WebAssembly global.
+    /// A global's type.
     Global(GlobalType),
-    /// This external type is the type of a WebAssembly table.
+    /// A table's type.
     Table(TableType),
-    /// This external type is the type of a WebAssembly memory.
+    /// A memory's type.
     Memory(MemoryType),
 }
 
 macro_rules! extern_type_accessors {
     ($(($variant:ident($ty:ty) $get:ident $unwrap:ident))*) => ($(
-        /// Attempt to return the underlying type of this external type,
-        /// returning `None` if it is a different type.
+        /// The inner type, if this is that kind of extern type; `None`
+        /// otherwise.
         pub fn $get(&self) -> Option<&$ty> {
             if let ExternType::$variant(e) = self {
                 Some(e)
@@ -910,12 +912,11 @@ macro_rules! extern_type_accessors {
             }
         }
 
-        /// Returns the underlying descriptor of this [`ExternType`],
-        /// panicking if it is a different type.
+        /// The inner type of what must be that kind of extern type.
         ///
         /// # Panics
         ///
-        /// Panics if `self` is not of the right type.
+        /// Panics for any other kind.
         pub fn $unwrap(&self) -> &$ty {
             self.$get().expect(concat!("expected ", stringify!($ty)))
         }
@@ -966,7 +967,8 @@ impl From<TableType> for ExternType {
     }
 }
 
-/// A descriptor for an imported value into a wasm module.
+/// One import of a module, as [`Module::imports`](crate::Module::imports)
+/// lists them: its two-part name and the type it must have.
 #[derive(Clone)]
 pub struct ImportType<'module> {
     module: &'module str,
@@ -979,18 +981,17 @@ impl<'module> ImportType<'module> {
         ImportType { module, name, ty }
     }
 
-    /// Returns the module name that this import is expected to come from.
+    /// The first part of the name (`"env"` in `(import "env" "log" ...)`).
     pub fn module(&self) -> &'module str {
         self.module
     }
 
-    /// Returns the field name of the module that this import is expected to
-    /// come from.
+    /// The second part of the name (`"log"` in `(import "env" "log" ...)`).
     pub fn name(&self) -> &'module str {
         self.name
     }
 
-    /// Returns the expected type of this import.
+    /// The type a definition must have to satisfy the import.
     pub fn ty(&self) -> ExternType {
         self.ty.clone()
     }
@@ -1006,7 +1007,8 @@ impl fmt::Debug for ImportType<'_> {
     }
 }
 
-/// A descriptor for an exported WebAssembly value.
+/// One export of a module, as [`Module::exports`](crate::Module::exports)
+/// lists them: its name and type.
 #[derive(Clone)]
 pub struct ExportType<'module> {
     name: &'module str,
@@ -1018,12 +1020,12 @@ impl<'module> ExportType<'module> {
         ExportType { name, ty }
     }
 
-    /// Returns the name by which this export is known.
+    /// The export's name.
     pub fn name(&self) -> &'module str {
         self.name
     }
 
-    /// Returns the type of this export.
+    /// The exported item's type.
     pub fn ty(&self) -> ExternType {
         self.ty.clone()
     }

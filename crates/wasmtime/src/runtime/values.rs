@@ -14,12 +14,13 @@ use wasmtime_environ::{WasmRefType, WasmValType};
 
 pub use wasmtime_environ::vm::ValRaw;
 
-/// A 128-bit WebAssembly `v128` value.
+/// The 128 bits of a WebAssembly `v128` value, whatever lane shape the code
+/// gives them.
 #[derive(Copy, Clone, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub struct V128(u128);
 
 impl V128 {
-    /// Returns the representation of this `v128` as a 128-bit integer.
+    /// The value's bits as one integer (lane 0 in the low bits).
     pub fn as_u128(&self) -> u128 {
         self.0
     }
@@ -43,10 +44,12 @@ impl fmt::Debug for V128 {
     }
 }
 
-/// Possible runtime values that a WebAssembly module can either consume or
-/// produce.
+/// A dynamically typed WebAssembly value, as [`Func::call`](crate::Func::call),
+/// [`Global::get`](crate::Global::get) and the untyped host functions
+/// ([`Func::new`](crate::Func::new)) pass them.
 ///
-/// Floats are stored by their bits so that NaN payloads survive.
+/// Floats are stored by their bits so that NaN payloads survive. References
+/// are handles into a store, like the other handles of this crate.
 #[derive(Debug, Clone, Copy)]
 pub enum Val {
     /// A 32-bit integer.
@@ -75,8 +78,8 @@ pub enum Val {
 
 macro_rules! accessors {
     ($bind:ident $(($variant:ident($ty:ty) $get:ident $unwrap:ident $cvt:expr))*) => ($(
-        /// Attempt to access the underlying value of this `Val`, returning
-        /// `None` if it is not the correct type.
+        /// The value, if it has this accessor's type; `None` for any other
+        /// variant.
         pub fn $get(&self) -> Option<$ty> {
             if let Val::$variant($bind) = self {
                 Some($cvt)
@@ -85,12 +88,11 @@ macro_rules! accessors {
             }
         }
 
-        /// Returns the underlying value of this `Val`, panicking if it's the
-        /// wrong type.
+        /// The value, which must have this accessor's type.
         ///
         /// # Panics
         ///
-        /// Panics if `self` is not of the right type.
+        /// Panics for any other variant.
         pub fn $unwrap(&self) -> $ty {
             self.$get().expect(concat!("expected ", stringify!($ty)))
         }
@@ -98,28 +100,30 @@ macro_rules! accessors {
 }
 
 impl Val {
-    /// Returns the null reference for the given heap type.
+    /// The null reference of the hierarchy `heap_type` belongs to (a null
+    /// `funcref` for function types, a null `externref` for `extern`, ...).
     pub fn null_ref(heap_type: &HeapType) -> Val {
         Ref::null(heap_type).into()
     }
 
-    /// Returns the null function reference value.
+    /// A null `funcref`.
     pub const fn null_func_ref() -> Val {
         Val::FuncRef(None)
     }
 
-    /// Returns the null extern reference value.
+    /// A null `externref`.
     pub const fn null_extern_ref() -> Val {
         Val::ExternRef(None)
     }
 
-    /// Returns the null any reference value.
+    /// A null `anyref` (a GC-proposal type this runtime cannot run).
     pub const fn null_any_ref() -> Val {
         Val::AnyRef(None)
     }
 
-    /// Returns the default value for the given type, if any exists: zero for
-    /// numbers, null for nullable references.
+    /// The value a local or table slot of type `ty` starts with: zero for
+    /// numbers, null for nullable references, and `None` for non-nullable
+    /// references, which have no default.
     pub fn default_for_ty(ty: &ValType) -> Option<Val> {
         match ty {
             ValType::I32 => Some(Val::I32(0)),
@@ -144,7 +148,9 @@ impl Val {
         }
     }
 
-    /// Returns the corresponding [`ValType`] for this `Val`.
+    /// The value's most precise type: a non-null function reference has its
+    /// function's concrete type, a null reference the bottom type of its
+    /// hierarchy (`nullfuncref`, `nullexternref`, ...).
     ///
     /// # Errors
     ///
@@ -180,7 +186,7 @@ impl Val {
         }
     }
 
-    /// Does this value match the given type?
+    /// Whether the value may be used where `ty` is expected.
     ///
     /// # Errors
     ///
@@ -326,7 +332,7 @@ impl Val {
         (V128(V128) v128 unwrap_v128 *e)
     }
 
-    /// Get this value's underlying reference, if any.
+    /// The value as a [`Ref`]; `None` for numbers and vectors.
     pub fn ref_(self) -> Option<Ref> {
         match self {
             Val::FuncRef(f) => Some(Ref::Func(f)),
@@ -337,10 +343,8 @@ impl Val {
         }
     }
 
-    /// Attempt to access the underlying `externref` value of this `Val`.
-    ///
-    /// Returns `None` if this is not an `externref`, `Some(None)` for a null
-    /// one.
+    /// The `externref` this value holds: `Some(Some(r))` for a reference,
+    /// `Some(None)` for a null one, `None` for any other variant.
     pub fn externref(&self) -> Option<Option<&Rooted<ExternRef>>> {
         match self {
             Val::ExternRef(e) => Some(e.as_ref()),
@@ -348,17 +352,17 @@ impl Val {
         }
     }
 
-    /// Returns the underlying `externref` value of this `Val`, panicking if
-    /// it's the wrong type.
+    /// The `externref` (`None` when null) of a value that must be one.
     ///
     /// # Panics
     ///
-    /// Panics if `self` is not an `externref`.
+    /// Panics for any other variant.
     pub fn unwrap_externref(&self) -> Option<&Rooted<ExternRef>> {
         self.externref().expect("expected externref")
     }
 
-    /// Attempt to access the underlying `anyref` value of this `Val`.
+    /// The `anyref` this value holds, as [`Val::externref`] does for
+    /// `externref`s.
     pub fn anyref(&self) -> Option<Option<&Rooted<AnyRef>>> {
         match self {
             Val::AnyRef(e) => Some(e.as_ref()),
@@ -366,17 +370,17 @@ impl Val {
         }
     }
 
-    /// Returns the underlying `anyref` value, panicking if it's the wrong
-    /// type.
+    /// The `anyref` (`None` when null) of a value that must be one.
     ///
     /// # Panics
     ///
-    /// Panics if `self` is not an `anyref`.
+    /// Panics for any other variant.
     pub fn unwrap_anyref(&self) -> Option<&Rooted<AnyRef>> {
         self.anyref().expect("expected anyref")
     }
 
-    /// Attempt to access the underlying `exnref` value of this `Val`.
+    /// The `exnref` this value holds, as [`Val::externref`] does for
+    /// `externref`s.
     pub fn exnref(&self) -> Option<Option<&Rooted<ExnRef>>> {
         match self {
             Val::ExnRef(e) => Some(e.as_ref()),
@@ -384,20 +388,17 @@ impl Val {
         }
     }
 
-    /// Returns the underlying `exnref` value, panicking if it's the wrong
-    /// type.
+    /// The `exnref` (`None` when null) of a value that must be one.
     ///
     /// # Panics
     ///
-    /// Panics if `self` is not an `exnref`.
+    /// Panics for any other variant.
     pub fn unwrap_exnref(&self) -> Option<&Rooted<ExnRef>> {
         self.exnref().expect("expected exnref")
     }
 
-    /// Attempt to access the underlying `funcref` value of this `Val`.
-    ///
-    /// Returns `None` if this is not a `funcref`, `Some(None)` for a null
-    /// one.
+    /// The `funcref` this value holds: `Some(Some(f))` for a function,
+    /// `Some(None)` for a null one, `None` for any other variant.
     pub fn funcref(&self) -> Option<Option<&Func>> {
         match self {
             Val::FuncRef(f) => Some(f.as_ref()),
@@ -405,12 +406,11 @@ impl Val {
         }
     }
 
-    /// Returns the underlying `funcref` value of this `Val`, panicking if
-    /// it's the wrong type.
+    /// The `funcref` (`None` when null) of a value that must be one.
     ///
     /// # Panics
     ///
-    /// Panics if `self` is not a `funcref`.
+    /// Panics for any other variant.
     pub fn unwrap_funcref(&self) -> Option<&Func> {
         self.funcref().expect("expected funcref")
     }
@@ -487,16 +487,17 @@ impl From<V128> for Val {
     }
 }
 
-/// A reference.
+/// A reference value, as tables hold them: one variant per reference
+/// hierarchy.
 ///
-/// References come in several hierarchies (`func`, `extern`, and, in
-/// proposals this runtime does not implement, `any` and `exn`); each
-/// variant carries the nullability of its hierarchy.
+/// Only the `func` and `extern` hierarchies exist in this runtime; the
+/// `any` and `exn` variants belong to proposals it does not implement and
+/// never occur. In each variant `None` is the null reference.
 #[derive(Debug, Clone)]
 pub enum Ref {
-    /// A first-class reference to a WebAssembly function (`None` is null).
+    /// A `funcref`: a function of some store (`None` is null).
     Func(Option<Func>),
-    /// A reference to a value outside of the Wasm heap (`None` is null).
+    /// An `externref`: a host value kept in the store (`None` is null).
     Extern(Option<Rooted<ExternRef>>),
     /// An internal reference (GC proposal; never produced here).
     Any(Option<Rooted<AnyRef>>),
@@ -529,7 +530,7 @@ impl From<Option<Rooted<ExternRef>>> for Ref {
 }
 
 impl Ref {
-    /// Create a null reference to the given heap type.
+    /// The null reference of `heap_type`'s hierarchy.
     pub fn null(heap_type: &HeapType) -> Self {
         match heap_type.top() {
             HeapType::Any => Ref::Any(None),
@@ -539,7 +540,7 @@ impl Ref {
         }
     }
 
-    /// Is this a null reference?
+    /// Whether this is a null reference, of any hierarchy.
     pub fn is_null(&self) -> bool {
         match self {
             Ref::Any(None) | Ref::Extern(None) | Ref::Func(None) | Ref::Exn(None) => true,
@@ -549,17 +550,18 @@ impl Ref {
         }
     }
 
-    /// Is this a non-null reference?
+    /// Whether this reference is not null.
     pub fn is_non_null(&self) -> bool {
         !self.is_null()
     }
 
-    /// Is this an `extern` reference?
+    /// Whether this is in the `extern` hierarchy (null or not).
     pub fn is_extern(&self) -> bool {
         matches!(self, Ref::Extern(_))
     }
 
-    /// Get the underlying `extern` reference, if any.
+    /// For an `extern`-hierarchy reference, `Some` of it (`Some(None)` when
+    /// null); `None` for other hierarchies.
     pub fn as_extern(&self) -> Option<Option<&Rooted<ExternRef>>> {
         match self {
             Ref::Extern(e) => Some(e.as_ref()),
@@ -567,23 +569,23 @@ impl Ref {
         }
     }
 
-    /// Get the underlying `extern` reference, panicking if this is a
-    /// different kind of reference.
+    /// The reference (`None` when null) of what must be an `extern`
+    /// reference.
     ///
     /// # Panics
     ///
-    /// Panics if this is not an `extern` reference.
+    /// Panics for a reference of another hierarchy.
     pub fn unwrap_extern(&self) -> Option<&Rooted<ExternRef>> {
         self.as_extern()
             .expect("Ref::unwrap_extern on non-extern reference")
     }
 
-    /// Is this an `any` reference?
+    /// Whether this is in the `any` hierarchy (never, in this runtime).
     pub fn is_any(&self) -> bool {
         matches!(self, Ref::Any(_))
     }
 
-    /// Get the underlying `any` reference, if any.
+    /// As [`Ref::as_extern`], for the `any` hierarchy.
     pub fn as_any(&self) -> Option<Option<&Rooted<AnyRef>>> {
         match self {
             Ref::Any(e) => Some(e.as_ref()),
@@ -591,22 +593,21 @@ impl Ref {
         }
     }
 
-    /// Get the underlying `any` reference, panicking if this is a different
-    /// kind of reference.
+    /// As [`Ref::unwrap_extern`], for the `any` hierarchy.
     ///
     /// # Panics
     ///
-    /// Panics if this is not an `any` reference.
+    /// Panics for a reference of another hierarchy.
     pub fn unwrap_any(&self) -> Option<&Rooted<AnyRef>> {
         self.as_any().expect("Ref::unwrap_any on non-any reference")
     }
 
-    /// Is this an `exn` reference?
+    /// Whether this is in the `exn` hierarchy (never, in this runtime).
     pub fn is_exn(&self) -> bool {
         matches!(self, Ref::Exn(_))
     }
 
-    /// Get the underlying `exn` reference, if any.
+    /// As [`Ref::as_extern`], for the `exn` hierarchy.
     pub fn as_exn(&self) -> Option<Option<&Rooted<ExnRef>>> {
         match self {
             Ref::Exn(e) => Some(e.as_ref()),
@@ -614,22 +615,21 @@ impl Ref {
         }
     }
 
-    /// Get the underlying `exn` reference, panicking if this is a different
-    /// kind of reference.
+    /// As [`Ref::unwrap_extern`], for the `exn` hierarchy.
     ///
     /// # Panics
     ///
-    /// Panics if this is not an `exn` reference.
+    /// Panics for a reference of another hierarchy.
     pub fn unwrap_exn(&self) -> Option<&Rooted<ExnRef>> {
         self.as_exn().expect("Ref::unwrap_exn on non-exn reference")
     }
 
-    /// Is this a `func` reference?
+    /// Whether this is in the `func` hierarchy (null or not).
     pub fn is_func(&self) -> bool {
         matches!(self, Ref::Func(_))
     }
 
-    /// Get the underlying `func` reference, if any.
+    /// As [`Ref::as_extern`], for the `func` hierarchy.
     pub fn as_func(&self) -> Option<Option<&Func>> {
         match self {
             Ref::Func(f) => Some(f.as_ref()),
@@ -637,18 +637,17 @@ impl Ref {
         }
     }
 
-    /// Get the underlying `func` reference, panicking if this is a
-    /// different kind of reference.
+    /// As [`Ref::unwrap_extern`], for the `func` hierarchy.
     ///
     /// # Panics
     ///
-    /// Panics if this is not a `func` reference.
+    /// Panics for a reference of another hierarchy.
     pub fn unwrap_func(&self) -> Option<&Func> {
         self.as_func()
             .expect("Ref::unwrap_func on non-func reference")
     }
 
-    /// Get the type of this reference.
+    /// The reference's most precise type, as [`Val::ty`] gives it.
     ///
     /// # Errors
     ///
@@ -661,7 +660,7 @@ impl Ref {
         }
     }
 
-    /// Does this reference value match the given type?
+    /// Whether the reference may be used where `ty` is expected.
     ///
     /// # Errors
     ///
@@ -727,8 +726,7 @@ impl<T: GcRef> Deref for Rooted<T> {
 }
 
 impl<T: GcRef + PartialEq> Rooted<T> {
-    /// Are these two `Rooted<T>`s the same root (and hence the same
-    /// reference)?
+    /// Whether `a` and `b` are one handle (and so refer to one value).
     pub fn rooted_eq(a: Self, b: Self) -> bool {
         a.inner == b.inner
     }
@@ -759,7 +757,8 @@ impl sealed::GcRefImpl for ExternRef {}
 impl GcRef for ExternRef {}
 
 impl ExternRef {
-    /// Creates a new instance of `ExternRef` wrapping the given value.
+    /// Moves `value` into `store` and returns a reference to it, which
+    /// WebAssembly can hold as an `externref` and hand back to the host.
     ///
     /// # Errors
     ///
@@ -779,7 +778,7 @@ impl ExternRef {
         })
     }
 
-    /// Get a shared borrow of the underlying data for this `ExternRef`.
+    /// The host value behind the reference, for the caller to downcast.
     ///
     /// Always `Some` in this runtime (upstream returns `None` for references
     /// converted from `anyref`).
@@ -804,7 +803,7 @@ impl ExternRef {
         Ok(Some(&**value))
     }
 
-    /// Get an exclusive borrow of the underlying data for this `ExternRef`.
+    /// The host value behind the reference, mutably.
     ///
     /// # Errors
     ///
@@ -826,8 +825,9 @@ impl ExternRef {
         Ok(Some(&mut **value))
     }
 
-    /// Creates a new strongly-owned [`ExternRef`] from the raw value
-    /// provided (as produced by [`ExternRef::to_raw`]); 0 is null.
+    /// The reference whose raw handle is `raw` (as [`ExternRef::to_raw`]
+    /// produced it); `None` for 0, the null handle, and for a handle that
+    /// `store` never issued.
     pub fn from_raw(mut store: impl AsContextMut, raw: u32) -> Option<Rooted<ExternRef>> {
         let store = store.as_context_mut();
         ExternRef::from_raw_handle(&store.0.opaque, raw as usize)

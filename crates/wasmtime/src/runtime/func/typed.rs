@@ -9,15 +9,15 @@ use anyhow::{Context, Result, bail};
 use std::marker::PhantomData;
 use wasmtime_environ::vm::ValRaw;
 
-/// A statically typed WebAssembly function.
+/// A [`Func`] whose signature was checked once against the Rust types
+/// `Params -> Results`, so that calls take and return plain Rust values.
 ///
-/// Values of this type represent statically type-checked WebAssembly
-/// functions. The function within a [`TypedFunc`] is statically known to
-/// have `Params` as its parameters and `Results` as its results.
-///
-/// This structure is created via [`Func::typed`] or
-/// [`Instance::get_typed_func`](crate::Instance::get_typed_func). Calls
-/// through it skip the dynamic type checks of [`Func::call`].
+/// Get one from [`Func::typed`] or
+/// [`Instance::get_typed_func`](crate::Instance::get_typed_func). `Params`
+/// is `()`, one [`WasmTy`] type or a tuple of them, and `Results` the same
+/// for the results. Calls skip the per-call type checks and
+/// [`Val`](crate::Val) conversions of [`Func::call`], and allocate nothing
+/// when neither the parameters nor the results number more than 16.
 pub struct TypedFunc<Params, Results> {
     _a: PhantomData<fn(Params) -> Results>,
     func: Func,
@@ -54,20 +54,19 @@ where
         }
     }
 
-    /// Returns the underlying [`Func`] that this is wrapping, losing the
-    /// static type information in the process.
+    /// The untyped function behind this one.
     pub fn func(&self) -> &Func {
         &self.func
     }
 
-    /// Invokes this WebAssembly function with the specified parameters.
-    ///
-    /// Returns either the results of the call, or a [`Trap`] if one
-    /// happened.
+    /// Calls the function synchronously with `params` and returns its
+    /// results.
     ///
     /// # Errors
     ///
-    /// Fails if a parameter belongs to another store, if the call traps (the
+    /// Fails if the store requires `*_async` entry points or this is called
+    /// from a host function of an async call (as for [`Func::call`]), if a
+    /// parameter belongs to another store, if the call traps (the
     /// error holds a [`Trap`] and usually a
     /// [`WasmBacktrace`](crate::WasmBacktrace)), or if a host function it
     /// calls fails (the error is that function's).
@@ -86,12 +85,9 @@ where
         self.call_on(opaque, params)
     }
 
-    /// Invokes this WebAssembly function with the specified parameters,
-    /// asynchronously.
-    ///
-    /// Returns either the results of the call, or a [`Trap`] if one
-    /// happened. For how the call runs (on a fiber), suspends and is
-    /// cancelled, see [`Func::call_async`].
+    /// Calls the function on a fiber and returns its results; the typed
+    /// form of [`Func::call_async`], which describes how such a call runs,
+    /// suspends and is cancelled.
     ///
     /// # Errors
     ///
@@ -150,14 +146,13 @@ pub enum TypeCheckPosition {
     Result,
 }
 
-/// A trait implemented for types which can be arguments and results for
-/// closures passed to [`Func::wrap`] as well as parameters to
-/// [`Func::typed`].
+/// The Rust types that stand for one WebAssembly value in typed calls:
+/// parameters and results of [`TypedFunc`]s and of the closures given to
+/// [`Func::wrap`].
 ///
-/// This trait should not be implemented by user types. The types which
-/// implement it are `i32`, `u32`, `i64`, `u64`, `f32`, `f64`, [`V128`],
-/// `Option<Func>`, `Func`, `Option<Rooted<ExternRef>>` and
-/// `Rooted<ExternRef>`.
+/// Only this crate implements it, for `i32`, `u32`, `i64`, `u64`, `f32`,
+/// `f64`, [`V128`], `Option<Func>`, `Func`, `Option<Rooted<ExternRef>>`
+/// and `Rooted<ExternRef>`.
 ///
 /// # Safety
 ///
@@ -363,11 +358,8 @@ unsafe impl WasmTy for Rooted<ExternRef> {
     }
 }
 
-/// A trait used for [`Func::typed`] and with [`TypedFunc`] to represent the
-/// set of parameters for wasm functions.
-///
-/// This is implemented for bare types that can be passed to wasm as well
-/// as tuples of those types.
+/// The parameter list of a [`TypedFunc`]: `()`, a single [`WasmTy`], or a
+/// tuple of up to 16 of them.
 ///
 /// # Safety
 ///
@@ -457,8 +449,8 @@ macro_rules! impl_wasm_params {
 
 for_each_function_signature!(impl_wasm_params);
 
-/// A trait used for [`Func::typed`] and with [`TypedFunc`] to represent the
-/// set of results for wasm functions.
+/// The result list of a [`TypedFunc`], with the same shapes as
+/// [`WasmParams`].
 ///
 /// # Safety
 ///
