@@ -914,7 +914,10 @@ impl Config {
     /// An interrupt is aimed at the call in progress when it is requested.
     /// It is dropped if no call is in progress, and it never hits a later
     /// call of the same store. Interrupts that arrive during a host call
-    /// take effect at the first poll after the host function returns.
+    /// take effect at the first poll after the host function returns (or,
+    /// if the host function calls back into WebAssembly of the same store,
+    /// at the first poll of that nested call, which belongs to the same
+    /// call).
     /// [`Engine::running_mmu_interrupters`](crate::Engine::running_mmu_interrupters)
     /// lists the stores executing WebAssembly right now, which is what a
     /// time-slicing thread needs.

@@ -1013,8 +1013,24 @@ impl StoreOpaque {
         let decision = match behavior {
             MmuBehavior::Trap => Ok(MmuInterruptDecision::Interrupt),
             MmuBehavior::Yield => Ok(MmuInterruptDecision::Yield),
-            // SAFETY: the accessor was installed for this store's `T`.
-            MmuBehavior::Callback(accessor) => unsafe { accessor(store) },
+            MmuBehavior::Callback(accessor) => {
+                // A panic must not unwind into the trampoline and the Wasm
+                // frames (it would abort the process): it is caught here
+                // and resumed by the caller once the call has unwound, as
+                // a host function's panic is.
+                // SAFETY: the accessor was installed for this store's `T`.
+                let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+                    accessor(store)
+                }));
+                match caught {
+                    Ok(decision) => decision,
+                    Err(payload) => {
+                        // SAFETY: per the contract.
+                        unsafe { (*store).set_pending(PendingError::Panic(payload)) };
+                        return Some(TrapSiteKind::HostCallFailed);
+                    }
+                }
+            }
         };
         let outcome = match decision {
             Ok(MmuInterruptDecision::Continue) => Ok(()),
