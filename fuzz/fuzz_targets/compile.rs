@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wasmtime_mmu_fuzz::config::{Epochs, Fuel, MemoryKnobs, OptLevel, OursConfig};
+use wasmtime_mmu_fuzz::config::{Epochs, Fuel, MemoryKnobs, Mmu, OptLevel, OursConfig};
 use wasmtime_mmu_fuzz::engines::{ours_compile, ours_engine, upstream, upstream_engine};
 use wasmtime_mmu_fuzz::stats;
 
@@ -23,6 +23,7 @@ fuzz_target!(|data: &[u8]| {
         epochs: Epochs::Off,
         fuel: Fuel::Off,
         asynchronous: false,
+        mmu: Mmu::Off,
     });
     let Some(ours) = ours_compile(&engine, data) else {
         stats::exec_done();

@@ -7,7 +7,9 @@
 //! steps that terminate. Our configuration is drawn from the input (see
 //! `config.rs`); when one of its interruption knobs cuts a step short, the
 //! input ends there too (`skip_ours_*`); its yielding knobs (async calls
-//! that yield at epoch checks or fuel intervals) must change nothing. A
+//! that yield at epoch checks or fuel intervals, MMU interrupts sent from
+//! another thread at random moments and answered with "continue" or
+//! "yield") must change nothing, so they are never a reason to skip. A
 //! stack overflow must happen in both, but ends the input as well
 //! (`stop_after_stack_overflow`): the depth at which it happens is the
 //! engine's to choose. See `dump` for
@@ -17,12 +19,13 @@
 
 use arbitrary::Result;
 use libfuzzer_sys::fuzz_target;
+use std::cell::Cell;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use wasmtime_mmu_fuzz::compare::{outcomes_match, snapshots_match};
-use wasmtime_mmu_fuzz::config::{Epochs, Fuel, OursConfig, UPSTREAM_FUEL};
+use wasmtime_mmu_fuzz::config::{Epochs, Fuel, Mmu, MmuThen, OursConfig, UPSTREAM_FUEL};
 use wasmtime_mmu_fuzz::engines::{ours, ours_compile, ours_engine, upstream, upstream_engine};
 use wasmtime_mmu_fuzz::generate::{Purpose, module_and_rest};
 use wasmtime_mmu_fuzz::stats;
@@ -201,6 +204,11 @@ fn dump(wasm: &[u8], u: &arbitrary::Unstructured<'_>) {
     }
 }
 
+thread_local! {
+    /// How often the last [`block_on`] on this thread yielded.
+    static LAST_YIELDS: Cell<u64> = const { Cell::new(0) };
+}
+
 /// Polls `future` until it finishes, as an executor would, and counts how
 /// often it yielded (`ours_async_yields`; `ours_async_steps` counts the
 /// calls and instantiations run this way).
@@ -212,9 +220,151 @@ fn block_on<F: Future>(future: F) -> F::Output {
         if let Poll::Ready(output) = future.as_mut().poll(&mut context) {
             stats::bump("ours_async_steps");
             stats::add("ours_async_yields", yields);
+            LAST_YIELDS.set(yields);
             return output;
         }
         yields += 1;
+    }
+}
+
+/// The MMU knob's part of [`OursInterrupts`] for [`Mmu::Interrupts`].
+struct MmuInterrupts {
+    interrupter: wasmtime::MmuInterrupter,
+    period_us: u32,
+    then: MmuThen,
+    asynchronous: bool,
+    /// Whether an MMU interrupt is the only thing that can make an async
+    /// step yield (no epoch yields, no fuel yield interval), so that every
+    /// yield the executor sees is one.
+    only_yield_source: bool,
+    /// Interrupts that landed (the callback ran) in the current step.
+    landed: Arc<AtomicU64>,
+}
+
+/// Periods from which the interrupter thread sleeps; it spins (yielding its
+/// core) through shorter ones.
+const SLEEP_AT_LEAST: Duration = Duration::from_micros(100);
+
+/// The interrupter thread of one step.
+struct MmuSender {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<(u64, u64)>,
+}
+
+impl MmuInterrupts {
+    fn new(config: &OursConfig, store: &mut wasmtime::Store<ours::Host>) -> Option<Self> {
+        let Mmu::Interrupts { period_us, then } = config.mmu else {
+            return None;
+        };
+        let landed = Arc::new(AtomicU64::new(0));
+        let decision = match then {
+            MmuThen::Continue => Some(wasmtime::MmuInterruptDecision::Continue),
+            MmuThen::CallbackYield => Some(wasmtime::MmuInterruptDecision::Yield),
+            MmuThen::AsyncYield => None,
+        };
+        match decision {
+            Some(decision) => {
+                let landed = landed.clone();
+                // `_`: whatever the callback is handed, it only counts.
+                store.mmu_interrupt_callback(move |_| {
+                    landed.fetch_add(1, Ordering::Relaxed);
+                    Ok(decision)
+                });
+            }
+            None => store.mmu_interrupt_async_yield(),
+        }
+        let epoch_yields = matches!(config.epochs, Epochs::YieldEvery { .. });
+        let fuel_yields = matches!(
+            config.fuel,
+            Fuel::Ample {
+                yield_interval: Some(_),
+                ..
+            }
+        );
+        Some(MmuInterrupts {
+            interrupter: store.mmu_interrupter().unwrap(),
+            period_us,
+            then,
+            asynchronous: config.asynchronous,
+            only_yield_source: !epoch_yields && !fuel_yields,
+            landed,
+        })
+    }
+
+    /// Starts a thread that interrupts every period until stopped.
+    fn start(&self) -> MmuSender {
+        self.landed.store(0, Ordering::Relaxed);
+        LAST_YIELDS.set(0);
+        let stop = Arc::new(AtomicBool::new(false));
+        let interrupter = self.interrupter.clone();
+        let period = Duration::from_micros(u64::from(self.period_us));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let (mut sent, mut dropped) = (0, 0);
+                while !stop.load(Ordering::Relaxed) {
+                    if interrupter.interrupt() {
+                        sent += 1;
+                    } else {
+                        dropped += 1;
+                    }
+                    if period >= SLEEP_AT_LEAST {
+                        std::thread::sleep(period);
+                    } else {
+                        // A sleep takes 50 µs or more whatever it is asked
+                        // for (timer slack): wait shorter periods out here.
+                        let until = Instant::now() + period;
+                        loop {
+                            std::hint::spin_loop();
+                            std::thread::yield_now();
+                            if Instant::now() >= until || stop.load(Ordering::Relaxed) {
+                                break;
+                            }
+                        }
+                    }
+                }
+                (sent, dropped)
+            })
+        };
+        MmuSender { stop, thread }
+    }
+
+    /// Stops the thread at the end of a step and counts what happened:
+    /// `ours_mmu_interrupts_sent` (to a call in progress) and `_dropped`
+    /// (none in progress), `ours_mmu_interrupts` (landed: the callback
+    /// ran), `ours_mmu_yields` (yields to the executor they caused) and
+    /// `ours_mmu_yields_degraded` (a yield asked of a synchronous call,
+    /// which must go on instead).
+    fn stop(&self, sender: MmuSender, context: &str) {
+        sender.stop.store(true, Ordering::Relaxed);
+        let (sent, dropped) = sender.thread.join().unwrap();
+        stats::bump("ours_mmu_steps");
+        stats::add("ours_mmu_interrupts_sent", sent);
+        stats::add("ours_mmu_interrupts_dropped", dropped);
+        let landed = self.landed.load(Ordering::Relaxed);
+        let yields = LAST_YIELDS.get();
+        match (self.then, self.asynchronous) {
+            (MmuThen::Continue, _) => stats::add("ours_mmu_interrupts", landed),
+            (MmuThen::CallbackYield, false) => {
+                stats::add("ours_mmu_interrupts", landed);
+                stats::add("ours_mmu_yields_degraded", landed);
+            }
+            (MmuThen::CallbackYield, true) => {
+                stats::add("ours_mmu_interrupts", landed);
+                stats::add("ours_mmu_yields", landed);
+                // Each `Yield` decision in an async call suspends it once.
+                if self.only_yield_source {
+                    assert_eq!(
+                        yields, landed,
+                        "an async step yielded {yields} times for {landed} MMU `Yield`s\n{context}"
+                    );
+                }
+            }
+            (MmuThen::AsyncYield, true) if self.only_yield_source => {
+                stats::add("ours_mmu_yields", yields);
+            }
+            (MmuThen::AsyncYield, _) => {}
+        }
     }
 }
 
@@ -225,6 +375,9 @@ struct OursInterrupts {
     /// Fuel runs with an async yield interval.
     fuel_yields: bool,
     engine: wasmtime::Engine,
+    mmu: Option<MmuInterrupts>,
+    /// The input's configuration, for messages.
+    context: String,
 }
 
 impl OursInterrupts {
@@ -282,11 +435,14 @@ impl OursInterrupts {
             fuel_given,
             fuel_yields,
             engine: store.engine().clone(),
+            mmu: MmuInterrupts::new(config, store),
+            context: format!("config: {config:?}"),
         }
     }
 
-    /// Runs `f` with fresh fuel and, for the timer knob, a thread that ticks
-    /// the epoch once after the delay.
+    /// Runs `f` with fresh fuel, for the timer knob a thread that ticks
+    /// the epoch once after the delay, and for the MMU knob a thread that
+    /// interrupts every period until `f` returns.
     fn around<R>(
         &mut self,
         store: &mut wasmtime::Store<ours::Host>,
@@ -295,17 +451,25 @@ impl OursInterrupts {
         if let Some(fuel) = self.fuel_given {
             store.set_fuel(fuel).unwrap();
         }
-        let Epochs::Timer { delay_us } = self.epochs else {
-            return f(store);
+        let ticker = match self.epochs {
+            Epochs::Timer { delay_us } => {
+                store.set_epoch_deadline(1);
+                let engine = self.engine.clone();
+                Some(std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_micros(u64::from(delay_us)));
+                    engine.increment_epoch();
+                }))
+            }
+            _ => None,
         };
-        store.set_epoch_deadline(1);
-        let engine = self.engine.clone();
-        let ticker = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_micros(u64::from(delay_us)));
-            engine.increment_epoch();
-        });
+        let sender = self.mmu.as_ref().map(MmuInterrupts::start);
         let r = f(store);
-        ticker.join().unwrap();
+        if let (Some(mmu), Some(sender)) = (&self.mmu, sender) {
+            mmu.stop(sender, &self.context);
+        }
+        if let Some(ticker) = ticker {
+            ticker.join().unwrap();
+        }
         r
     }
 

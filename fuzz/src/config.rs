@@ -1,12 +1,16 @@
 //! Configurations: ours is drawn from the fuzz input, upstream's is fixed.
 //!
 //! Every knob of ours is a field of [`OursConfig`], drawn in
-//! [`OursConfig::arbitrary`] and applied in [`OursConfig::engine_config`] /
-//! [`OursConfig::prepare_store`]. None of them may change a result; the
-//! interruption knobs may only cut a run short, which the differential
-//! target then counts as a skip, and the yielding knobs may not even do
-//! that. A new knob (MMU interruption, when it lands) is one more field,
-//! one more draw and one more `apply` line.
+//! [`OursConfig::arbitrary`] and applied in [`OursConfig::engine_config`]
+//! and, for what lives in the store, in the differential target's
+//! `OursInterrupts`. None of them may change a result; the interruption
+//! knobs may only cut a run short, which the differential target then
+//! counts as a skip, and the yielding knobs may not even do that. A new
+//! knob is one more field, one more draw and one more `apply` line.
+//! [`Mmu`], the last one added, is of the yielding kind: the MMU
+//! interrupts it sends are answered with "continue" or "yield", never with
+//! a trap (which would land at a nondeterministic point), so they must
+//! change nothing.
 
 use arbitrary::{Result, Unstructured};
 use wasmparser::WasmFeatures;
@@ -89,8 +93,43 @@ pub enum Fuel {
     },
 }
 
-/// What of [`OursConfig`] is baked into an engine.
-pub type EngineKey = (OptLevel, MemoryKnobs, bool, bool);
+/// MMU interruption in ours (`Config::mmu_interruption`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mmu {
+    Off,
+    /// Compiled in (a poll at every function entry, loop header and bulk
+    /// operation), never armed.
+    Polls,
+    /// Compiled in; for the whole of each step (instantiation, each call)
+    /// a thread calls `MmuInterrupter::interrupt` every `period_us`
+    /// (0..=500; 0: as fast as it can, yielding its core in between), and
+    /// every interrupt that lands is answered with `then`, which never
+    /// stops the call: interrupts at arbitrary polls, which must not change
+    /// any result, trap, state or fuel used.
+    Interrupts {
+        period_us: u32,
+        then: MmuThen,
+    },
+}
+
+/// What a landed MMU interrupt does in [`Mmu::Interrupts`]. Each is drawn
+/// for synchronous calls too, where a yield must degrade to continue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MmuThen {
+    /// `Store::mmu_interrupt_callback` counting the interrupt and
+    /// returning `Continue`.
+    Continue,
+    /// `Store::mmu_interrupt_callback` counting the interrupt and
+    /// returning `Yield`: an async call yields once to the executor and
+    /// goes on; a synchronous call just goes on.
+    CallbackYield,
+    /// `Store::mmu_interrupt_async_yield`: the same without a callback.
+    AsyncYield,
+}
+
+/// What of [`OursConfig`] is baked into an engine: opt level, memory,
+/// epochs on, fuel on, MMU polls on.
+pub type EngineKey = (OptLevel, MemoryKnobs, bool, bool, bool);
 
 /// Our engine's configuration for one input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -102,6 +141,7 @@ pub struct OursConfig {
     /// Instantiation and calls go through the `*_async` entry points, on a
     /// fiber, polled by a busy-waiting executor until they finish.
     pub asynchronous: bool,
+    pub mmu: Mmu,
 }
 
 impl OursConfig {
@@ -141,6 +181,24 @@ impl OursConfig {
         } else {
             Fuel::Off
         };
+        let mmu = match u.int_in_range(0..=5)? {
+            0 | 1 => Mmu::Off,
+            2 => Mmu::Polls,
+            _ => Mmu::Interrupts {
+                // Most calls run for microseconds: short periods (and the
+                // tight loop) are what lands interrupts in them.
+                period_us: match u.int_in_range(0..=2)? {
+                    0 => 0,
+                    1 => u.int_in_range(1..=50)?,
+                    _ => u.int_in_range(1..=500)?,
+                },
+                then: *u.choose(&[
+                    MmuThen::Continue,
+                    MmuThen::CallbackYield,
+                    MmuThen::AsyncYield,
+                ])?,
+            },
+        };
         Ok(OursConfig {
             opt_level,
             memory: MemoryKnobs {
@@ -153,6 +211,7 @@ impl OursConfig {
             epochs,
             fuel,
             asynchronous,
+            mmu,
         })
     }
 
@@ -174,6 +233,7 @@ impl OursConfig {
         c.guard_before_linear_memory(self.memory.guard_before);
         c.epoch_interruption(self.epochs != Epochs::Off);
         c.consume_fuel(self.fuel != Fuel::Off);
+        c.mmu_interruption(self.mmu != Mmu::Off);
         c
     }
 
@@ -185,6 +245,7 @@ impl OursConfig {
             self.memory,
             self.epochs != Epochs::Off,
             self.fuel != Fuel::Off,
+            self.mmu != Mmu::Off,
         )
     }
 }
