@@ -2582,13 +2582,13 @@ fn nested_stores_are_interrupted_separately() -> Result<()> {
 // 25. An MMU yield inside a nested activation on a fiber
 // ---------------------------------------------------------------------------
 
-#[test]
-fn yield_inside_a_nested_activation_moves_threads() -> Result<()> {
-    const N: i32 = 30_000_000;
+/// A store running `NESTED_WAT` through async entry points, whose host
+/// import re-enters `inner` with `call_async` (a blocking `call` is refused
+/// inside an async call, as upstream), and whose MMU callback counts
+/// interrupts and yields.
+fn nested_async_yielding_store() -> Result<(Store<Nested>, Instance)> {
     let engine = engine();
     let module = Module::new(&engine, NESTED_WAT)?;
-    // In an async call the host re-enters with `call_async` (a blocking
-    // `call` is refused there, as upstream).
     let mut linker = Linker::<Nested>::new(&engine);
     linker.func_wrap_async(
         "host",
@@ -2607,6 +2607,13 @@ fn yield_inside_a_nested_activation_moves_threads() -> Result<()> {
         Ok(MmuInterruptDecision::Yield)
     });
     let instance = run_counting(linker.instantiate_async(&mut store, &module)).0?;
+    Ok((store, instance))
+}
+
+#[test]
+fn yield_inside_a_nested_activation_moves_threads() -> Result<()> {
+    const N: i32 = 30_000_000;
+    let (mut store, instance) = nested_async_yielding_store()?;
     let outer = instance.get_typed_func::<i32, i64>(&mut store, "outer")?;
     let ticker = Ticker::interrupting(store.mmu_interrupter()?, Duration::from_micros(300));
     let (r, pending) = {
@@ -3103,26 +3110,7 @@ fn no_backtrace_is_left_behind_after_calls() -> Result<()> {
 
 #[test]
 fn cancel_while_suspended_in_a_nested_async_call() -> Result<()> {
-    let engine = engine();
-    let module = Module::new(&engine, NESTED_WAT)?;
-    let mut linker = Linker::<Nested>::new(&engine);
-    linker.func_wrap_async(
-        "host",
-        "reenter",
-        |mut caller: Caller<'_, Nested>, (n,): (i32,)| {
-            Box::new(async move {
-                let inner = caller.get_export("inner").unwrap().into_func().unwrap();
-                let inner = inner.typed::<i32, i64>(&caller)?;
-                inner.call_async(&mut caller, n).await
-            })
-        },
-    )?;
-    let mut store = Store::new(&engine, Nested::default());
-    store.mmu_interrupt_callback(|mut cx| {
-        cx.data_mut().callbacks += 1;
-        Ok(MmuInterruptDecision::Yield)
-    });
-    let instance = run_counting(linker.instantiate_async(&mut store, &module)).0?;
+    let (mut store, instance) = nested_async_yielding_store()?;
     let outer = instance.get_typed_func::<i32, i64>(&mut store, "outer")?;
     let interrupter = store.mmu_interrupter()?;
     for round in 0..3 {
