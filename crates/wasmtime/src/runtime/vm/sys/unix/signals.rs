@@ -10,6 +10,11 @@
 //! reset to `SIG_DFL` and the handler returns, so the faulting instruction
 //! runs again and the process dies as if no handler had been installed.
 //!
+//! A fault at an MMU poll site is not a trap: it is accepted only as
+//! `SIGSEGV`/`SEGV_ACCERR` inside the activation's store's interrupt page
+//! and sent to the poll trampoline (see `docs/mmu-interruption.md`); any
+//! other fault there is chained like a fault that is not ours.
+//!
 //! The handler takes no locks, allocates nothing and touches only a
 //! `const`-initialized, destructor-free thread-local (see
 //! `traphandlers::ACTIVATION`).
