@@ -90,8 +90,10 @@ impl MmuInterruptState {
     /// (consuming the request).
     pub fn take_request(&self) -> bool {
         self.set_armed(false);
+        // Polls run only inside a call, whose generation is odd, so an
+        // empty request (0) never matches.
         let requested = self.requested.swap(0, Ordering::SeqCst);
-        requested != 0 && requested == self.generation.load(Ordering::SeqCst)
+        requested == self.generation.load(Ordering::SeqCst)
     }
 
     /// Marks the start (`true`) or the end (`false`) of the store's
