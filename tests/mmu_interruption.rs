@@ -1,6 +1,7 @@
 //! Integration tests of MMU-based interruption (`Config::mmu_interruption`):
-//! compiled code polls a per-store interrupt page, `MmuInterrupter::interrupt`
-//! makes it `PROT_NONE`, and the poll's fault runs the store's behaviour
+//! compiled code polls the poll page below its instance's `VMContext`,
+//! `MmuInterrupter::interrupt` makes the store's poll pages `PROT_NONE`, and
+//! the poll's fault runs the store's behaviour
 //! (trap, async yield or callback) before the poll re-executes with every
 //! register restored.
 //!
@@ -3149,6 +3150,115 @@ fn cancel_while_suspended_in_a_nested_async_call() -> Result<()> {
             nested_outer_expected(nested_inner_expected(1000)),
             "round {round}"
         );
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// 22. Every instance has its own poll page, and arming covers all of them
+// ---------------------------------------------------------------------------
+
+/// Polls address the page below each instance's `VMContext`, so a store with
+/// several instances has several pages. An interrupt must stop whichever
+/// instance is spinning, including one reached through another instance's
+/// import, and including the last one created.
+#[test]
+fn every_instance_of_a_store_is_interruptible() -> Result<()> {
+    const INSTANCES: usize = 5;
+    let engine = engine();
+    let spinner = Module::new(&engine, BUSY_WAT)?;
+    let forwarder = Module::new(
+        &engine,
+        r#"(module
+          (import "spinner" "spin" (func $spin (result i32)))
+          (func (export "spin") (result i32) (call $spin)))"#,
+    )?;
+    let mut store = Store::new(&engine, ());
+    let instances = (0..INSTANCES)
+        .map(|_| Instance::new(&mut store, &spinner, &[]))
+        .collect::<Result<Vec<_>>>()?;
+    let first_spin = instances[0].get_func(&mut store, "spin").unwrap();
+    let forwarding = Instance::new(&mut store, &forwarder, &[first_spin.into()])?;
+    let spin_loop = loop_offsets(&wat::parse_str(BUSY_WAT)?, 1)[0];
+    let mut targets: Vec<(String, TypedFunc<(), i32>)> = Vec::new();
+    for (i, instance) in instances.iter().enumerate() {
+        targets.push((
+            format!("instance {i}"),
+            instance.get_typed_func(&mut store, "spin")?,
+        ));
+    }
+    targets.push((
+        "instance 0 through a forwarding instance".into(),
+        forwarding.get_typed_func(&mut store, "spin")?,
+    ));
+    for (what, spin) in &targets {
+        let shot = interrupt_after(store.mmu_interrupter()?, SHOT_DELAY);
+        let err = spin
+            .call(&mut store, ())
+            .expect_err(&format!("{what}: the spin loop ran to its end"));
+        assert!(shot.join().unwrap(), "{what}: no call was in progress");
+        assert!(is_interrupt(&err), "{what}: {err:?}");
+        assert_eq!(
+            frames_of(&err).first().map(|f| f.1),
+            Some(Some(spin_loop)),
+            "{what}: the trap is not at the spin loop"
+        );
+    }
+    Ok(())
+}
+
+/// An instance created by a host function while an interrupt is pending
+/// gets a page that is already protected: the pending interrupt stops the
+/// first poll of the new instance's code, not only the instances that
+/// existed when it was armed.
+#[test]
+fn instance_created_while_armed_starts_armed() -> Result<()> {
+    struct S {
+        interrupter: Option<MmuInterrupter>,
+        spinner: Option<Module>,
+        nested: Option<Result<i32>>,
+    }
+    let engine = engine();
+    let spinner = Module::new(&engine, BUSY_WAT)?;
+    let main = Module::new(
+        &engine,
+        r#"(module
+          (import "host" "arm_then_instantiate" (func $h))
+          (func (export "run") (call $h)))"#,
+    )?;
+    let mut linker = Linker::<S>::new(&engine);
+    linker.func_wrap(
+        "host",
+        "arm_then_instantiate",
+        |mut caller: Caller<'_, S>| -> Result<()> {
+            assert!(caller.data().interrupter.as_ref().unwrap().interrupt());
+            let module = caller.data().spinner.clone().unwrap();
+            let instance = Instance::new(&mut caller, &module, &[])?;
+            let spin = instance.get_typed_func::<(), i32>(&mut caller, "spin")?;
+            let nested = spin.call(&mut caller, ());
+            caller.data_mut().nested = Some(nested);
+            Ok(())
+        },
+    )?;
+    let mut store = Store::new(
+        &engine,
+        S {
+            interrupter: None,
+            spinner: Some(spinner),
+            nested: None,
+        },
+    );
+    store.data_mut().interrupter = Some(store.mmu_interrupter()?);
+    let instance = linker.instantiate(&mut store, &main)?;
+    let run = instance.get_typed_func::<(), ()>(&mut store, "run")?;
+    // The nested call consumes the interrupt, so the outer call finishes.
+    run.call(&mut store, ())?;
+    match store.data_mut().nested.take() {
+        Some(Err(e)) => assert!(is_interrupt(&e), "nested call: {e:?}"),
+        Some(Ok(n)) => {
+            panic!("the new instance's page was not armed: its spin loop ran to the end ({n:#x})")
+        }
+        None => panic!("the host function did not run"),
     }
     Ok(())
 }

@@ -15,7 +15,11 @@
 //!
 //! # Why a poll survives the optimizer
 //!
-//! A poll is a load of an `i32` from `page + offset` with these flags:
+//! A poll is a load of an `i32` from `base + page_offset + offset`, where
+//! the page starts at `base + page_offset` (the caller picks both: a page
+//! pointer with offset 0, or, as our runtime does, the function's `vmctx`
+//! with the page at a constant distance from it) and `offset` is the
+//! site's own slot. Its flags:
 //!
 //! * **trapping**: it carries the caller's trap code and is *not*
 //!   `notrap`. Cranelift deletes a load with an unused result only when it
@@ -24,8 +28,8 @@
 //!   value-numbered away; and its trap code is what lets the signal handler
 //!   tell a poll from a genuine fault.
 //! * **`aligned`**: true by construction (every offset is a multiple of 4
-//!   and the caller's page address is page-aligned); the access is a
-//!   single naturally aligned instruction.
+//!   and the caller's page start is aligned to at least 4); the access is
+//!   a single naturally aligned instruction.
 //! * **not `readonly`, not `can_move`**: a load that is `readonly`,
 //!   `notrap` and `can_move` is a pure value to the egraph, free to be
 //!   merged, hoisted or dropped. A poll is the opposite of that: the page's
@@ -35,7 +39,7 @@
 //! * **a distinct offset per poll site**. The trap code does *not* protect
 //!   a load from redundant-load elimination: alias analysis replaces a load
 //!   by an earlier, dominating load with the same key, where the key is
-//!   (memory version, address value, offset, type, extension, byte order)
+//!   (memory version, base value, offset, type, extension, byte order)
 //!   and the memory version of a load without an alias region is the last
 //!   fence-like instruction before it (a call, an atomic, a fence, a
 //!   `sequence_point`, or a store without an alias region). In a loop
@@ -93,18 +97,23 @@
 //! the runtime keeps on every entry into Wasm, which names the store. So a
 //! poll needs no fixed register, Cranelift's register allocation and
 //! calling conventions stay exactly as upstream, and the only operand is
-//! the page address (loaded once per function). The "context" in
-//! `dead_load_with_context` is that implicit per-thread context.
+//! the base register. The "context" in `dead_load_with_context` is that
+//! implicit per-thread context. Which *page* faulted is the fault address,
+//! which the handler checks against the store's pages.
 //!
 //! # Lowering
 //!
-//! * x86_64: `mov r32, dword ptr [base + disp]` (no or an 8-bit
-//!   displacement for offsets below 128, a 32-bit one beyond).
-//! * aarch64: `ldr wN, [xM, #imm]`. The unsigned immediate form is
-//!   12 bits scaled by the access size, so a 4-byte load reaches offsets up
-//!   to 16380 directly; every poll offset is below [`POLL_SPAN`] and a
-//!   multiple of 4, so the address is never materialized and no scratch
-//!   register (x16/x17) is live at a poll.
+//! * x86_64: `mov r32, dword ptr [base + disp]` whatever the offset (no
+//!   or an 8-bit displacement for total offsets in -128..=127, a 32-bit
+//!   one beyond).
+//! * aarch64: `ldr wN, [xM, #imm]` when `page_offset` is 0. The unsigned
+//!   immediate form is 12 bits scaled by the access size, so a 4-byte load
+//!   reaches offsets up to 16380 directly; every poll offset is below
+//!   [`POLL_SPAN`] and a multiple of 4, so the address is never
+//!   materialized and no scratch register (x16/x17) is live at a poll. A
+//!   negative `page_offset` beyond -256 does not fit `ldur`'s 9-bit signed
+//!   immediate, and Cranelift computes the address into a register first
+//!   (one more instruction per poll); the golden files show both.
 //!
 //! The destination is whatever register the allocator finds free; its
 //! value is dead. The handler resumes at the same instruction, so nothing
@@ -117,7 +126,9 @@
 //! # Caveats for the embedder
 //!
 //! * Do not emit other loads from or stores to the page at poll offsets;
-//!   only this crate's polls should touch it.
+//!   only this crate's polls should touch it. When the base is shared (a
+//!   `vmctx`), no other access through it may land in
+//!   `[page_offset, page_offset + POLL_SPAN)`.
 //! * A poll in a block that turns out unreachable is removed along with the
 //!   block; [`PollSites::emitted`] still counts it.
 //!
@@ -190,32 +201,41 @@ impl PollSites {
 }
 
 /// Emits one poll at the builder's current position: a load of an `i32`
-/// from `page + offset` (offset distinct per site, see [`PollSites`]) with
-/// trap code `trap_code`, whose result is unused. Returns the load
-/// instruction. Past [`DISTINCT_OFFSETS`] polls in one function the load is
-/// bracketed by `sequence_point`s (see the crate documentation).
+/// from `base + page_offset + offset` (offset distinct per site, see
+/// [`PollSites`]) with trap code `trap_code`, whose result is unused.
+/// Returns the load instruction. Past [`DISTINCT_OFFSETS`] polls in one
+/// function the load is bracketed by `sequence_point`s (see the crate
+/// documentation).
 ///
-/// `page` is the address of the interrupt page (an `I64` value that
-/// dominates the current position; the page must be aligned to 4 and at
-/// least [`POLL_SPAN`] bytes long); `trap_code` is the code the signal
-/// handler looks for in the trap records, normally a user code
-/// (`TrapCode::unwrap_user(1..=250)`).
+/// The interrupt page starts at `base + page_offset`: `base` is an `I64`
+/// value that dominates the current position (a page pointer, with
+/// `page_offset` 0, or a register the function keeps live anyway, such as
+/// its `vmctx`, with the page at a constant distance); the page must be
+/// aligned to 4 and at least [`POLL_SPAN`] bytes long. `trap_code` is the
+/// code the signal handler looks for in the trap records, normally a user
+/// code (`TrapCode::unwrap_user(1..=250)`).
 ///
 /// # Panics
 ///
-/// If `page` is not an `I64` value, or if the builder has no current block
-/// (as for any instruction emitted through [`FunctionBuilder::ins`]).
+/// If `base` is not an `I64` value, if `page_offset + POLL_SPAN` overflows
+/// an `i32`, or if the builder has no current block (as for any
+/// instruction emitted through [`FunctionBuilder::ins`]).
 pub fn dead_load_with_context(
     builder: &mut FunctionBuilder<'_>,
     sites: &mut PollSites,
-    page: ir::Value,
+    base: ir::Value,
+    page_offset: i32,
     trap_code: TrapCode,
 ) -> ir::Inst {
-    let page_ty = builder.func.dfg.value_type(page);
+    let base_ty = builder.func.dfg.value_type(base);
     assert_eq!(
-        page_ty,
+        base_ty,
         types::I64,
-        "the interrupt page address must be an I64 value, not {page_ty}"
+        "the base of the interrupt page must be an I64 value, not {base_ty}"
+    );
+    assert!(
+        page_offset.checked_add(POLL_SPAN as i32).is_some(),
+        "the page's span from `base` must fit in an i32 (page_offset {page_offset})"
     );
     let site = sites.next_site();
     let flags = MemFlagsData::new()
@@ -226,7 +246,10 @@ pub fn dead_load_with_context(
     if site.fenced {
         builder.ins().sequence_point();
     }
-    let value = builder.ins().load(types::I32, flags, page, site.offset);
+    // Cannot overflow: `site.offset < POLL_SPAN`, checked above.
+    let value = builder
+        .ins()
+        .load(types::I32, flags, base, page_offset + site.offset);
     if site.fenced {
         builder.ins().sequence_point();
     }

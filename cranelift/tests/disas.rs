@@ -2,7 +2,7 @@
 //!
 //! Each shape below is built with a `FunctionBuilder` the way our Wasm
 //! translator builds functions (tail calling convention, vmctx first, the
-//! interrupt page loaded once from the vmctx), compiled for x86_64 and
+//! interrupt page at a constant offset below the vmctx), compiled for x86_64 and
 //! aarch64 at every opt level with the shared settings of
 //! `wasmtime_mmu_cranelift::Compiler::new`, and compared with
 //! `tests/disas/NAME.ISA.OPT.txt`. `BLESS=1 cargo test --release -p
@@ -13,6 +13,14 @@
 //! `PollSites::emitted()`, and decodes the instruction at each poll's trap
 //! record: a 32-bit load from the page with an in-range offset (and, on
 //! aarch64, an `ldr wN, [xM, #imm]` whose base is not x16/x17).
+//!
+//! How the page is addressed differs per target. On x86_64 the base is the
+//! vmctx itself and the page starts [`ENGINE_PAGE_OFFSET`] bytes from it,
+//! as in our engine: any displacement fits the load. On aarch64 (not yet
+//! supported by the runtime) the tests use a page pointer loaded from the
+//! vmctx with `page_offset` 0, the form whose offsets fit `ldr`'s
+//! immediate; a negative offset of -4112 would need the address computed
+//! into a scratch register first.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -36,8 +44,14 @@ use wasmtime_mmu_dead_load::{DISTINCT_OFFSETS, POLL_SPAN, PollSites, dead_load_w
 /// crates/cranelift/src/compiler.rs).
 const POLL: TrapCode = TrapCode::unwrap_user(249);
 
-/// Where the (imaginary) vmctx keeps the interrupt page's address.
+/// Where the (imaginary) vmctx keeps the interrupt page's address (the
+/// aarch64 addressing).
 const VMCTX_PAGE_OFFSET: i32 = 16;
+
+/// Where our engine's poll page starts relative to the vmctx
+/// (`VMCTX_MMU_POLL_PAGE_OFFSET` in crates/environ/src/vm.rs: one page and
+/// the 16-byte prefix below it). The x86_64 addressing.
+const ENGINE_PAGE_OFFSET: i32 = -(4096 + 16);
 
 /// The targets: file-name tag and triple.
 const ISAS: [(&str, &str); 2] = [
@@ -93,20 +107,23 @@ struct Poller {
     scheme: Scheme,
     sites: PollSites,
     naive_emitted: u32,
+    /// Where the page starts relative to the base value.
+    page_offset: i32,
 }
 
 impl Poller {
-    fn new(scheme: Scheme) -> Poller {
+    fn new(scheme: Scheme, page_offset: i32) -> Poller {
         Poller {
             scheme,
             sites: PollSites::new(),
             naive_emitted: 0,
+            page_offset,
         }
     }
 
-    fn poll(&mut self, b: &mut FunctionBuilder<'_>, page: Value) {
+    fn poll(&mut self, b: &mut FunctionBuilder<'_>, base: Value) {
         if self.scheme == Scheme::Ours {
-            dead_load_with_context(b, &mut self.sites, page, POLL);
+            dead_load_with_context(b, &mut self.sites, base, self.page_offset, POLL);
             return;
         }
         let k = self.naive_emitted;
@@ -122,7 +139,8 @@ impl Poller {
         let flags = MemFlagsData::new()
             .with_aligned()
             .with_trap_code(Some(POLL));
-        b.ins().load(I32, flags, page, offset as i32);
+        b.ins()
+            .load(I32, flags, base, self.page_offset + offset as i32);
     }
 
     fn emitted(&self) -> u32 {
@@ -139,7 +157,8 @@ impl Poller {
 struct Cx<'a, 'b> {
     b: &'a mut FunctionBuilder<'b>,
     poller: &'a mut Poller,
-    page: Value,
+    /// What polls address the page from (see [`addressing`]).
+    base: Value,
     /// An `i32` parameter.
     x: Value,
     /// An `i32` parameter: the trip count of every loop.
@@ -152,7 +171,7 @@ struct Cx<'a, 'b> {
 
 impl Cx<'_, '_> {
     fn poll(&mut self) {
-        self.poller.poll(self.b, self.page);
+        self.poller.poll(self.b, self.base);
     }
 
     /// `for i in 0..n { acc = body(i, acc) }` (at least once), with a poll
@@ -197,7 +216,7 @@ fn mix(cx: &mut Cx<'_, '_>, i: Value, acc: Value) -> Value {
     cx.b.ins().iadd_imm_s(t, 7)
 }
 
-/// A shape: builds the body after the entry block has loaded the page, and
+/// A shape: builds the body after the entry block (and its page load, on aarch64), and
 /// returns the function's result.
 type Shape = fn(&mut Cx<'_, '_>) -> Value;
 
@@ -278,14 +297,28 @@ fn signature() -> Signature {
     sig
 }
 
-/// Like our engine: the page address is a read-only, movable load from
-/// the vmctx.
-fn load_page(b: &mut FunctionBuilder<'_>, vmctx: Value) -> Value {
-    let flags = MemFlagsData::trusted().with_readonly().with_can_move();
-    b.ins().load(I64, flags, vmctx, VMCTX_PAGE_OFFSET)
+/// The base value polls use on `isa` and the page's offset from it: the
+/// vmctx itself on x86_64 (our engine's layout); on aarch64 a page
+/// pointer, a read-only, movable load from the vmctx.
+fn addressing(isa: &OwnedTargetIsa, b: &mut FunctionBuilder<'_>, vmctx: Value) -> (Value, i32) {
+    match isa.triple().architecture {
+        Architecture::X86_64 => (vmctx, ENGINE_PAGE_OFFSET),
+        _ => {
+            let flags = MemFlagsData::trusted().with_readonly().with_can_move();
+            (b.ins().load(I64, flags, vmctx, VMCTX_PAGE_OFFSET), 0)
+        }
+    }
 }
 
-/// Starts a function: entry block, parameters, page load.
+/// The page offset [`addressing`] picks for `arch`.
+fn page_offset_for(arch: Architecture) -> i32 {
+    match arch {
+        Architecture::X86_64 => ENGINE_PAGE_OFFSET,
+        _ => 0,
+    }
+}
+
+/// Starts a function: entry block, parameters.
 fn begin<'b>(
     func: &'b mut Function,
     fctx: &'b mut FunctionBuilderContext,
@@ -309,12 +342,12 @@ fn build(isa: &OwnedTargetIsa, shape: Shape, scheme: Scheme) -> (Function, u32) 
         description: "heap".into(),
     });
     let (mut b, [vmctx, _caller, x, n, heap]) = begin(&mut func, &mut fctx);
-    let page = load_page(&mut b, vmctx);
-    let mut poller = Poller::new(scheme);
+    let (base, page_offset) = addressing(isa, &mut b, vmctx);
+    let mut poller = Poller::new(scheme, page_offset);
     let mut cx = Cx {
         b: &mut b,
         poller: &mut poller,
-        page,
+        base,
         x,
         n,
         heap,
@@ -335,11 +368,11 @@ fn out_of_order(isa: &OwnedTargetIsa, scheme: Scheme) -> (Function, u32) {
     let mut func = Function::with_name_signature(UserFuncName::user(0, 1), signature());
     let mut fctx = FunctionBuilderContext::new();
     let (mut b, [vmctx, _caller, x, _n, _heap]) = begin(&mut func, &mut fctx);
-    let page = load_page(&mut b, vmctx);
+    let (page, page_offset) = addressing(isa, &mut b, vmctx);
     let block_a = b.create_block();
     let block_b = b.create_block();
     b.ins().jump(block_a, &[]);
-    let mut poller = Poller::new(scheme);
+    let mut poller = Poller::new(scheme, page_offset);
 
     b.switch_to_block(block_b);
     for _ in 0..DISTINCT_OFFSETS {
@@ -406,9 +439,10 @@ fn compile(isa: &OwnedTargetIsa, func: Function, polls: u32, what: &str) -> Comp
         poll_traps.len()
     );
     let arch = isa.triple().architecture;
+    let page_offset = page_offset_for(arch);
     let poll_offsets = poll_traps
         .iter()
-        .map(|&at| decode_poll(arch, &bytes[at as usize..], what, at))
+        .map(|&at| decode_poll(arch, &bytes[at as usize..], page_offset, what, at))
         .collect();
 
     let has_call = vcode.lines().any(|line| {
@@ -425,26 +459,29 @@ fn compile(isa: &OwnedTargetIsa, func: Function, polls: u32, what: &str) -> Comp
 }
 
 /// Decodes the poll instruction at the start of `code` and returns its
-/// in-page offset. Panics unless it is a 32-bit load with a base register
-/// and an immediate displacement below `POLL_SPAN`.
-fn decode_poll(arch: Architecture, code: &[u8], what: &str, at: u32) -> u32 {
+/// in-page offset (its displacement less `page_offset`). Panics unless it
+/// is a 32-bit load with a base register and an immediate displacement
+/// that lands in `[0, POLL_SPAN)` of the page.
+fn decode_poll(arch: Architecture, code: &[u8], page_offset: i32, what: &str, at: u32) -> u32 {
     let offset = match arch {
         Architecture::X86_64 => decode_x64_load32(code),
         Architecture::Aarch64(_) => decode_a64_ldr_w(code),
         other => panic!("unexpected architecture {other}"),
     };
-    let offset = offset
+    let displacement = offset
         .unwrap_or_else(|why| panic!("{what}: the poll at {at:#x} is not a plain load: {why}"));
+    let offset = displacement - i64::from(page_offset);
     assert!(
-        offset < POLL_SPAN && offset % 4 == 0,
-        "{what}: the poll at {at:#x} reads offset {offset}"
+        (0..i64::from(POLL_SPAN)).contains(&offset) && offset % 4 == 0,
+        "{what}: the poll at {at:#x} reads offset {offset} of the page \
+         (displacement {displacement})"
     );
-    offset
+    offset as u32
 }
 
 /// `mov r32, dword ptr [base + disp]`: optional REX without W, 0x8B, a
 /// memory ModRM (with SIB if the base needs one), disp0/8/32.
-fn decode_x64_load32(code: &[u8]) -> Result<u32, String> {
+fn decode_x64_load32(code: &[u8]) -> Result<i64, String> {
     let mut i = 0;
     if (0x40..=0x4f).contains(&code[0]) {
         if code[0] & 0x08 != 0 {
@@ -478,11 +515,11 @@ fn decode_x64_load32(code: &[u8]) -> Result<u32, String> {
         1 => i64::from(code[j] as i8),
         _ => i64::from(i32::from_le_bytes(code[j..j + 4].try_into().unwrap())),
     };
-    u32::try_from(disp).map_err(|_| format!("negative displacement {disp}"))
+    Ok(disp)
 }
 
 /// `ldr wT, [xN, #imm]`, unsigned scaled 12-bit immediate, base not x16/x17.
-fn decode_a64_ldr_w(code: &[u8]) -> Result<u32, String> {
+fn decode_a64_ldr_w(code: &[u8]) -> Result<i64, String> {
     let insn = u32::from_le_bytes(code[..4].try_into().unwrap());
     if insn & 0xffc0_0000 != 0xb940_0000 {
         return Err(format!("{insn:#010x} is not `ldr wT, [xN, #imm]`"));
@@ -491,7 +528,7 @@ fn decode_a64_ldr_w(code: &[u8]) -> Result<u32, String> {
     if base == 16 || base == 17 {
         return Err(format!("base register x{base} is a scratch register"));
     }
-    Ok(((insn >> 10) & 0xfff) * 4)
+    Ok(i64::from((insn >> 10) & 0xfff) * 4)
 }
 
 /// The golden file for one compilation.
@@ -764,14 +801,14 @@ fn poll_instruction_flags() {
                 } => {
                     let flags = func.dfg.mem_flags[flags];
                     if flags.trap_code() != Some(POLL) {
-                        continue; // the page-address load
+                        continue;
                     }
                     loads += 1;
                     assert!(flags.aligned() && !flags.notrap());
                     assert!(!flags.readonly() && !flags.can_move());
                     assert_eq!(flags.alias_region(), None);
                     assert_eq!(func.dfg.value_type(func.dfg.first_result(inst)), I32);
-                    let offset = i64::from(offset);
+                    let offset = i64::from(offset) - i64::from(ENGINE_PAGE_OFFSET);
                     assert!((0..i64::from(POLL_SPAN)).contains(&offset));
                 }
                 ir::InstructionData::NullAry {
@@ -792,12 +829,11 @@ fn offsets_are_handed_out_in_order() {
     let mut func = Function::with_name_signature(UserFuncName::user(0, 2), signature());
     let mut fctx = FunctionBuilderContext::new();
     let (mut b, [vmctx, ..]) = begin(&mut func, &mut fctx);
-    let page = load_page(&mut b, vmctx);
     let mut sites = PollSites::new();
     assert_eq!(sites.emitted(), 0);
     let mut offsets = Vec::new();
     for _ in 0..DISTINCT_OFFSETS + 3 {
-        let inst = dead_load_with_context(&mut b, &mut sites, page, POLL);
+        let inst = dead_load_with_context(&mut b, &mut sites, vmctx, ENGINE_PAGE_OFFSET, POLL);
         match b.func.dfg.insts[inst] {
             ir::InstructionData::Load { offset, .. } => offsets.push(i64::from(offset)),
             ref other => panic!("not a load: {other:?}"),
@@ -806,7 +842,7 @@ fn offsets_are_handed_out_in_order() {
     assert_eq!(sites.emitted(), DISTINCT_OFFSETS + 3);
     let expected: Vec<i64> = (0..i64::from(DISTINCT_OFFSETS))
         .chain(0..3)
-        .map(|k| k * 4)
+        .map(|k| i64::from(ENGINE_PAGE_OFFSET) + k * 4)
         .collect();
     assert_eq!(offsets, expected);
     let x = b.block_params(b.current_block().unwrap())[2];

@@ -736,12 +736,10 @@ impl FuncTranslator<'_, '_> {
     /// checks.
     pub(crate) fn function_entry(&mut self) {
         if self.cx.tunables.mmu_interruption {
-            // The page address never changes for an instance, so it is
-            // loaded once; a poll is then a single load through it.
-            let vmctx = self.vmctx;
-            let page = self.load_readonly(vmctx, VMCTX_MMU_INTERRUPT_PAGE_OFFSET);
+            // The poll page sits at a fixed offset below `vmctx`, so a poll
+            // is one load relative to a register that stays live anyway.
             self.mmu = Some(MmuPollState {
-                page,
+                vmctx: self.vmctx,
                 sites: wasmtime_mmu_dead_load::PollSites::new(),
             });
             // Like the epoch check below: a call tree without loops must
@@ -957,7 +955,8 @@ impl FuncTranslator<'_, '_> {
         wasmtime_mmu_dead_load::dead_load_with_context(
             &mut self.b,
             &mut mmu.sites,
-            mmu.page,
+            mmu.vmctx,
+            wasmtime_mmu_environ::vm::VMCTX_MMU_POLL_PAGE_OFFSET,
             mmu_poll_code(),
         );
     }

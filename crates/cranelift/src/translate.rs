@@ -169,9 +169,9 @@ pub(crate) struct EpochState {
 
 /// MMU-interruption state (see `func_environ.rs`).
 pub(crate) struct MmuPollState {
-    /// The store's interrupt page, loaded once in the entry block (which
-    /// dominates every poll).
-    pub page: Value,
+    /// The function's `vmctx`; the poll page lies at
+    /// `VMCTX_MMU_POLL_PAGE_OFFSET` from it.
+    pub vmctx: Value,
     /// Distinct in-page offsets, one per poll of this function.
     pub sites: wasmtime_mmu_dead_load::PollSites,
 }

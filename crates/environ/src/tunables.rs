@@ -22,8 +22,8 @@ pub struct Tunables {
     pub epoch_interruption: bool,
     /// Whether compiled code counts fuel.
     pub consume_fuel: bool,
-    /// Whether compiled code polls the store's MMU interrupt page (a dead
-    /// load through `VMContextHeader::mmu_interrupt_page`) at function
+    /// Whether compiled code polls its instance's MMU poll page (a dead
+    /// load at `vmctx + vm::VMCTX_MMU_POLL_PAGE_OFFSET + k`) at function
     /// entries, loop headers and before expensive bulk operations.
     pub mmu_interruption: bool,
 }

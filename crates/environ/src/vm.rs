@@ -266,12 +266,27 @@ pub struct VMContextHeader {
     pub type_ids: *const VMSharedTypeIndex,
     /// The engine's epoch counter.
     pub epoch_counter: *const AtomicU64,
-    /// The store's MMU interrupt page, which polls read (null when
-    /// `Tunables::mmu_interruption` is off). Kept per instance rather than
-    /// in [`VMStoreContext`] so that a function's entry poll costs one load
-    /// (`vmctx` → page) instead of two; an instance never changes stores.
-    pub mmu_interrupt_page: *const u8,
 }
+
+/// Bytes the runtime keeps right before every `VMContext` (a pointer back
+/// to the instance that owns it). Compiled code never reads them.
+pub const VMCTX_PREFIX_SIZE: usize = 16;
+
+/// Bytes of an instance's MMU poll page: one host page on every host that
+/// supports MMU interruption (the runtime checks the host's page size).
+pub const MMU_POLL_PAGE_SIZE: usize = 4096;
+
+/// Where an instance's MMU poll page starts, relative to its `vmctx`.
+///
+/// With `Tunables::mmu_interruption` on, the runtime maps each `VMContext`
+/// allocation (prefix included) right above one page of its own, readable
+/// while the store is disarmed; polls read `vmctx + VMCTX_MMU_POLL_PAGE_OFFSET
+/// + k` for distinct small `k`. Addressing the page from `vmctx`, which
+/// compiled code keeps in a register anyway, makes a poll a single load and
+/// costs no register of its own; a pointer to a per-store page, loaded once
+/// per function, stayed live across whole functions and made
+/// register-hungry ones spill (see `docs/mmu-interruption.md`).
+pub const VMCTX_MMU_POLL_PAGE_OFFSET: i32 = -((MMU_POLL_PAGE_SIZE + VMCTX_PREFIX_SIZE) as i32);
 
 /// Offset of [`VMContextHeader::magic`].
 pub const VMCTX_MAGIC_OFFSET: u32 = offset_of!(VMContextHeader, magic) as u32;
@@ -284,9 +299,6 @@ pub const VMCTX_BUILTIN_FUNCTIONS_OFFSET: u32 =
 pub const VMCTX_TYPE_IDS_OFFSET: u32 = offset_of!(VMContextHeader, type_ids) as u32;
 /// Offset of [`VMContextHeader::epoch_counter`].
 pub const VMCTX_EPOCH_COUNTER_OFFSET: u32 = offset_of!(VMContextHeader, epoch_counter) as u32;
-/// Offset of [`VMContextHeader::mmu_interrupt_page`].
-pub const VMCTX_MMU_INTERRUPT_PAGE_OFFSET: u32 =
-    offset_of!(VMContextHeader, mmu_interrupt_page) as u32;
 
 /// The layout of one module's `VMContext` (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -423,7 +423,7 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
         store_ptr,
         store.vm_store_context_ptr(),
         engine.epoch_counter(),
-        store.mmu_interrupt_page(),
+        store.mmu_state(),
         id,
     )?;
 

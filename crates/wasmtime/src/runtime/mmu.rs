@@ -65,7 +65,7 @@ impl MmuInterrupter {
 impl fmt::Debug for MmuInterrupter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MmuInterrupter")
-            .field("page", &self.state.page())
+            .field("poll_pages", &self.state.page_count())
             .field("running", &self.state.is_running())
             .finish()
     }

@@ -930,7 +930,7 @@ impl<T> Drop for Store<T> {
 impl StoreOpaque {
     fn new(engine: &Engine) -> Result<StoreOpaque> {
         let mmu = if engine.config().tunables.mmu_interruption {
-            let state = Arc::new(MmuInterruptState::new()?);
+            let state = Arc::new(MmuInterruptState::new());
             engine.mmu_stores().add(&state);
             Some(state)
         } else {
@@ -972,10 +972,10 @@ impl StoreOpaque {
         })
     }
 
-    /// The address of the store's MMU interrupt page (null when MMU
-    /// interruption is off), for instances' `VMContext`s.
-    pub(crate) fn mmu_interrupt_page(&self) -> *const u8 {
-        self.mmu.as_ref().map_or(std::ptr::null(), |m| m.page())
+    /// The store's MMU-interruption state (`None` when MMU interruption
+    /// is off), which instances register their poll pages with.
+    pub(crate) fn mmu_state(&self) -> Option<&Arc<MmuInterruptState>> {
+        self.mmu.as_ref()
     }
 
     /// Marks that this store's call is (`true`) or is not (`false`)
@@ -1619,16 +1619,15 @@ impl StoreOpaque {
         vm::sys::unix::signals::lazy_per_thread_init()?;
         // SAFETY: the function reference is live (contract).
         let vmctx = unsafe { func_ref.as_ref().vmctx };
-        let mmu_page = match &self.mmu {
+        let mmu_state: *const MmuInterruptState = match &self.mmu {
             Some(mmu) => {
                 if self.mmu_call_depth == 0 {
                     mmu.set_call_in_progress(true);
                 }
                 self.mmu_call_depth += 1;
-                let start = mmu.page() as usize;
-                (start, start + mmu.page_len())
+                Arc::as_ptr(mmu)
             }
-            None => (0, 0),
+            None => std::ptr::null(),
         };
         let store: *mut StoreOpaque = self;
         // SAFETY: the store context and code registry live as long as the
@@ -1638,7 +1637,7 @@ impl StoreOpaque {
                 vm::traphandlers::EntryStore {
                     store_context: self.vm_store_context_ptr(),
                     store,
-                    mmu_page,
+                    mmu: mmu_state,
                     code: self.code_snapshot_ptr(),
                     max_wasm_stack: self.engine.config().max_wasm_stack,
                     max_backtrace_frames: self.max_backtrace_frames(),

@@ -12,17 +12,32 @@
 //! and builtins have) back to the [`Instance`], and from there to its store.
 //! The `Instance` itself is boxed by its store, so both addresses are stable
 //! for the store's life.
+//!
+//! With MMU interruption on, the allocation is a mapping of its own that
+//! starts with the instance's poll page:
+//!
+//! ```text
+//! [ poll page (PROT_READ, or PROT_NONE while armed) ][ prefix ][ VMContext ... ]
+//!   ^ vmctx + VMCTX_MMU_POLL_PAGE_OFFSET                        ^ vmctx
+//! ```
+//!
+//! The page is registered with the store's `MmuInterruptState` for the
+//! instance's life and unregistered before it is unmapped.
 
 use super::libcalls;
+use super::mmu_interrupt::MmuInterruptState;
+use super::sys::unix::mmap::{Mmap, host_page_size};
 use crate::Module;
 use crate::runtime::store::StoreOpaque;
 use anyhow::{Context, Result, bail};
 use std::alloc::Layout;
 use std::ptr::NonNull;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use wasmtime_environ::vm::{
-    VMCONTEXT_MAGIC, VMContextHeader, VMFuncRef, VMGlobalDefinition, VMGlobalImport,
-    VMMemoryDefinition, VMMemoryImport, VMStoreContext, VMTableDefinition, VMTableImport, ValRaw,
+    MMU_POLL_PAGE_SIZE, VMCONTEXT_MAGIC, VMCTX_MMU_POLL_PAGE_OFFSET, VMCTX_PREFIX_SIZE,
+    VMContextHeader, VMFuncRef, VMGlobalDefinition, VMGlobalImport, VMMemoryDefinition,
+    VMMemoryImport, VMStoreContext, VMTableDefinition, VMTableImport, ValRaw,
 };
 use wasmtime_environ::{
     ConstExpr, ConstOp, DataIndex, DefinedGlobalIndex, DefinedMemoryIndex, DefinedTableIndex,
@@ -32,7 +47,100 @@ use wasmtime_environ::{
 
 /// Bytes before the `VMContext` holding the back pointer to the
 /// [`Instance`].
-const PREFIX: usize = 16;
+const PREFIX: usize = VMCTX_PREFIX_SIZE;
+
+/// Where an instance's prefix and `VMContext` live.
+#[derive(Debug)]
+enum Allocation {
+    /// From the global allocator (MMU interruption off).
+    Heap { alloc: NonNull<u8>, layout: Layout },
+    /// A mapping that begins with the instance's poll page, which is
+    /// registered with `state` while the instance lives.
+    WithPollPage {
+        mapping: Mmap,
+        state: Arc<MmuInterruptState>,
+    },
+}
+
+impl Allocation {
+    fn heap(size: usize) -> Result<Allocation> {
+        let layout = Layout::from_size_align(size, 16).context("VMContext too large")?;
+        // SAFETY: the layout has a non-zero size (the prefix alone is 16).
+        let alloc = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
+            .context("failed to allocate a VMContext")?;
+        Ok(Allocation::Heap { alloc, layout })
+    }
+
+    fn with_poll_page(size: usize, state: &Arc<MmuInterruptState>) -> Result<Allocation> {
+        // Polls address the page by a constant offset from `vmctx`, which
+        // assumes it is exactly one host page.
+        if host_page_size() != MMU_POLL_PAGE_SIZE {
+            anyhow::bail!(
+                "MMU interruption needs {MMU_POLL_PAGE_SIZE}-byte host pages, but this host's are {} bytes",
+                host_page_size()
+            );
+        }
+        debug_assert_eq!(
+            VMCTX_MMU_POLL_PAGE_OFFSET,
+            -((MMU_POLL_PAGE_SIZE + PREFIX) as i32)
+        );
+        let body = size
+            .checked_next_multiple_of(MMU_POLL_PAGE_SIZE)
+            .context("VMContext too large")?;
+        let len = body
+            .checked_add(MMU_POLL_PAGE_SIZE)
+            .context("VMContext too large")?;
+        let mapping = Mmap::reserve(len).context("failed to map a VMContext")?;
+        // SAFETY: the mapping is fresh and nobody uses it yet.
+        unsafe {
+            mapping
+                .protect(0, MMU_POLL_PAGE_SIZE, libc::PROT_READ)
+                .context("failed to make an MMU poll page readable")?;
+            mapping
+                .make_accessible(MMU_POLL_PAGE_SIZE, body)
+                .context("failed to make a VMContext accessible")?;
+        }
+        // SAFETY: the page is the start of our own mapping, page-aligned,
+        // readable and holding no data; the mapping lives in the returned
+        // value, whose drop removes the page before unmapping it. Instances
+        // are created by the store's thread in host code.
+        unsafe { state.add_page(mapping.as_ptr() as usize) };
+        Ok(Allocation::WithPollPage {
+            mapping,
+            state: state.clone(),
+        })
+    }
+
+    /// The start of the prefix; `PREFIX + VMContext size` bytes, zeroed at
+    /// first, 16-aligned.
+    fn start(&self) -> *mut u8 {
+        match self {
+            Allocation::Heap { alloc, .. } => alloc.as_ptr(),
+            // SAFETY: the mapping is at least one page plus the prefix.
+            Allocation::WithPollPage { mapping, .. } => unsafe {
+                mapping.as_ptr().add(MMU_POLL_PAGE_SIZE)
+            },
+        }
+    }
+}
+
+impl Drop for Allocation {
+    fn drop(&mut self) {
+        match self {
+            // SAFETY: allocated in `heap` with this layout, freed once.
+            Allocation::Heap { alloc, layout } => unsafe {
+                std::alloc::dealloc(alloc.as_ptr(), *layout)
+            },
+            Allocation::WithPollPage { mapping, state } => {
+                // SAFETY: the page was added in `with_poll_page`; instances
+                // are dropped with their store, by its owning thread, in
+                // host code. After this no interrupter touches the page, so
+                // dropping `mapping` next may unmap it.
+                unsafe { state.remove_page(mapping.as_ptr() as usize) };
+            }
+        }
+    }
+}
 
 /// The runtime state of one instance.
 #[derive(Debug)]
@@ -40,8 +148,7 @@ pub struct Instance {
     module: Module,
     store: *mut StoreOpaque,
     id: u32,
-    alloc: NonNull<u8>,
-    layout: Layout,
+    alloc: Allocation,
     /// Store memory index of each memory, imports first.
     pub memories: Vec<usize>,
     /// Store table index of each table, imports first.
@@ -64,27 +171,28 @@ unsafe impl Sync for Instance {}
 impl Instance {
     /// Allocates a zeroed `VMContext` for `module` with its header filled
     /// in. Imports, definitions and function references are the caller's
-    /// to fill.
+    /// to fill. With `mmu` (the store's MMU state, when the engine has MMU
+    /// interruption on) the allocation gets a poll page registered there.
     pub fn new(
         module: &Module,
         store: *mut StoreOpaque,
         store_context: *mut VMStoreContext,
         epoch_counter: *const AtomicU64,
-        mmu_interrupt_page: *const u8,
+        mmu: Option<&Arc<MmuInterruptState>>,
         id: u32,
     ) -> Result<Box<Instance>> {
         let size = PREFIX + module.offsets().size() as usize;
-        let layout = Layout::from_size_align(size, 16).context("VMContext too large")?;
-        // SAFETY: the layout has a non-zero size (the prefix alone is 16).
-        let alloc = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
-            .context("failed to allocate a VMContext")?;
+        let alloc = match mmu {
+            Some(state) => Allocation::with_poll_page(size, state)?,
+            None => Allocation::heap(size)?,
+        };
+        let prefix = alloc.start();
         let info = module.info();
         let mut instance = Box::new(Instance {
             module: module.clone(),
             store,
             id,
             alloc,
-            layout,
             memories: Vec::with_capacity(info.memories.len()),
             tables: Vec::with_capacity(info.tables.len()),
             globals: Vec::with_capacity(info.globals.len()),
@@ -96,7 +204,7 @@ impl Instance {
         // SAFETY: the allocation is at least `PREFIX + size_of::<header>`
         // bytes, 16-aligned, and exclusively ours.
         unsafe {
-            alloc.as_ptr().cast::<*mut Instance>().write(back);
+            prefix.cast::<*mut Instance>().write(back);
             instance
                 .vmctx()
                 .cast::<VMContextHeader>()
@@ -106,7 +214,6 @@ impl Instance {
                     builtin_functions: libcalls::builtin_array(),
                     type_ids: module.type_ids().as_ptr(),
                     epoch_counter,
-                    mmu_interrupt_page,
                 });
         }
         Ok(instance)
@@ -126,7 +233,7 @@ impl Instance {
     /// The `VMContext` compiled code receives.
     pub fn vmctx(&self) -> *mut u8 {
         // SAFETY: the prefix is inside the allocation.
-        unsafe { self.alloc.as_ptr().add(PREFIX) }
+        unsafe { self.alloc.start().add(PREFIX) }
     }
 
     /// This instance's index in its store.
@@ -311,12 +418,5 @@ impl Instance {
         bytes[..size].copy_from_slice(&value.0[..size]);
         // SAFETY: per the contract.
         unsafe { (*def).0 = bytes };
-    }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout, freed once.
-        unsafe { std::alloc::dealloc(self.alloc.as_ptr(), self.layout) };
     }
 }

@@ -1,13 +1,28 @@
-//! The per-store state of MMU interruption: the interrupt page that
-//! compiled code polls, and the call generation that ties an interrupt to
+//! The per-store state of MMU interruption: the instances' poll pages that
+//! compiled code reads, and the call generation that ties an interrupt to
 //! the call it was meant for.
+//!
+//! # Where the polls read
+//!
+//! Every instance of an MMU-enabled store has its own *poll page*: the host
+//! page mapped immediately below its `VMContext` allocation (see
+//! `vm/instance.rs`), at the constant offset
+//! [`VMCTX_MMU_POLL_PAGE_OFFSET`](wasmtime_environ::vm::VMCTX_MMU_POLL_PAGE_OFFSET)
+//! from `vmctx`. A poll is therefore one load relative to a register that
+//! compiled code keeps live anyway; no page pointer competes for registers.
+//! The price is that a store with several instances has several pages, and
+//! arming protects all of them (one `mprotect` each; nearly every store has
+//! one or two instances).
 //!
 //! # Arming and the call it hits
 //!
 //! The store and every `MmuInterrupter` share one [`MmuInterruptState`]
-//! through an `Arc`, so the page stays mapped for as long as anyone can
-//! still arm it: an interrupter that outlives its store arms a page nobody
-//! polls, which is harmless.
+//! through an `Arc`. The pages belong to the instances, which the store
+//! drops; an instance unregisters its page under the `arming` lock before
+//! unmapping it, and interrupters protect pages only under that lock, so an
+//! interrupter that outlives its store protects nothing (the list is
+//! empty) and can never touch address space that has been unmapped or
+//! reused.
 //!
 //! `generation` is odd exactly while a call of the store is in progress (it
 //! is bumped when the outermost Wasm call of the store begins and again
@@ -15,23 +30,38 @@
 //! even no call runs and the request is dropped; otherwise it raises
 //! `requested` to that generation (`fetch_max`, so a slow interrupter that
 //! read an older generation can never overwrite a newer request) and only
-//! then protects the page. The poll path unprotects the page *first* and
+//! then protects the pages. The poll path unprotects the pages *first* and
 //! then takes `requested`: a request that lands between the two has
-//! already re-protected the page, so the next poll faults again and sees
+//! already re-protected the pages, so the next poll faults again and sees
 //! it. It acts only if the request names the current generation; a request
 //! left over from an earlier call (read before that call ended, armed
 //! after the next one began) is recognized as stale and costs one
-//! spurious fault.
+//! spurious fault. A page registered while the store is armed (an instance
+//! created by a host function during an interrupted call) starts out
+//! protected, so the request reaches whichever instance polls first.
 
-use super::sys::unix::mmap::{Mmap, host_page_size};
-use anyhow::{Context, Result};
+use std::cell::UnsafeCell;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use wasmtime_environ::vm::MMU_POLL_PAGE_SIZE;
 
 /// The state a store shares with its interrupters.
 #[derive(Debug)]
 pub struct MmuInterruptState {
-    /// One host page, readable while disarmed and `PROT_NONE` while armed.
-    page: Mmap,
+    /// Whether the pages are protected now. Held while changing any page's
+    /// protection and while changing `pages`.
+    arming: Mutex<bool>,
+    /// Start addresses of the store's poll pages, sorted.
+    ///
+    /// Changed only by the thread that owns the store (with the store
+    /// borrowed mutably, while none of its Wasm runs on that thread's
+    /// stack at a poll) and only with `arming` held. Read by other threads
+    /// with `arming` held, and by the signal handler without it: the
+    /// handler runs on the thread executing the store's Wasm, at a poll,
+    /// so the only thread that could change the list is the one the
+    /// handler has interrupted, and it is not inside a change (changes run
+    /// in host code, never at a poll). Reads racing reads are no race.
+    pages: UnsafeCell<Vec<usize>>,
     /// Odd while a call of the store is in progress.
     generation: AtomicU64,
     /// The newest generation an interrupter asked to interrupt (0: none).
@@ -41,34 +71,84 @@ pub struct MmuInterruptState {
     running: AtomicBool,
 }
 
+// SAFETY: `pages` is the only field that is not `Sync` by itself; the
+// comment on it says who reads and writes it and why no access races with a
+// write: every write holds `arming` and happens on the store's thread,
+// every cross-thread read holds `arming`, and the lock-free reader (the
+// signal handler) runs on the writing thread at a point where no write is
+// in progress.
+unsafe impl Sync for MmuInterruptState {}
+
 impl MmuInterruptState {
-    /// Maps a fresh, readable interrupt page.
-    ///
-    /// # Errors
-    ///
-    /// Fails if the page cannot be mapped.
-    pub fn new() -> Result<MmuInterruptState> {
-        let len = host_page_size();
-        let page = Mmap::reserve(len).context("failed to map the MMU interrupt page")?;
-        // SAFETY: the mapping is fresh and nothing reads it yet.
-        unsafe { page.protect(0, len, libc::PROT_READ) }
-            .context("failed to make the MMU interrupt page readable")?;
-        Ok(MmuInterruptState {
-            page,
+    /// A state with no pages, no call in progress and nothing requested.
+    pub fn new() -> MmuInterruptState {
+        MmuInterruptState {
+            arming: Mutex::new(false),
+            pages: UnsafeCell::new(Vec::new()),
             generation: AtomicU64::new(0),
             requested: AtomicU64::new(0),
             running: AtomicBool::new(false),
-        })
+        }
     }
 
-    /// The page's address, which compiled code polls.
-    pub fn page(&self) -> *const u8 {
-        self.page.as_ptr()
+    /// Adds the poll page at `start` (readable, [`MMU_POLL_PAGE_SIZE`]
+    /// bytes), protecting it at once if the store is armed now.
+    ///
+    /// # Safety
+    ///
+    /// `start` must be the page-aligned start of a poll page mapped for an
+    /// instance of this state's store and holding no data; it must stay
+    /// mapped until [`MmuInterruptState::remove_page`] returns for it. The
+    /// caller must be the thread that owns the store, outside any poll.
+    pub unsafe fn add_page(&self, start: usize) {
+        let armed = self.lock_arming();
+        // SAFETY: we hold `arming` and run on the store's thread outside a
+        // poll, the conditions under which `pages` may change.
+        let pages = unsafe { &mut *self.pages.get() };
+        let at = pages.binary_search(&start).unwrap_or_else(|at| at);
+        pages.insert(at, start);
+        if *armed {
+            protect(start, libc::PROT_NONE);
+        }
     }
 
-    /// The page's length in bytes (one host page).
-    pub fn page_len(&self) -> usize {
-        self.page.len()
+    /// Removes the poll page at `start`; once this returns no interrupter
+    /// touches it again, and it may be unmapped.
+    ///
+    /// # Safety
+    ///
+    /// As for [`MmuInterruptState::add_page`]: the store's thread, outside
+    /// any poll.
+    pub unsafe fn remove_page(&self, start: usize) {
+        let _armed = self.lock_arming();
+        // SAFETY: as in `add_page`.
+        let pages = unsafe { &mut *self.pages.get() };
+        if let Ok(at) = pages.binary_search(&start) {
+            pages.remove(at);
+        }
+    }
+
+    /// Whether `addr` lies in one of the store's poll pages. Takes no lock
+    /// and allocates nothing.
+    ///
+    /// # Safety
+    ///
+    /// Only for the signal handler of a fault at a poll of this store's
+    /// Wasm, on the thread executing it (see the comment on `pages`).
+    pub unsafe fn in_poll_page(&self, addr: usize) -> bool {
+        // SAFETY: per the contract this thread is at a poll, so the only
+        // writer (this thread, in host code) is not mid-change; other
+        // threads only read.
+        let pages = unsafe { &*self.pages.get() };
+        let start = addr & !(MMU_POLL_PAGE_SIZE - 1);
+        pages.binary_search(&start).is_ok()
+    }
+
+    /// How many poll pages the store has (one per instance).
+    pub fn page_count(&self) -> usize {
+        let _armed = self.lock_arming();
+        // SAFETY: reading under `arming`, which every writer holds.
+        unsafe { (*self.pages.get()).len() }
     }
 
     /// Asks the call in progress to stop at its next poll. Does nothing
@@ -85,7 +165,7 @@ impl MmuInterruptState {
         true
     }
 
-    /// Called by the poll path after a poll faulted: disarms the page and
+    /// Called by the poll path after a poll faulted: disarms the pages and
     /// says whether an interrupt for the call in progress was requested
     /// (consuming the request).
     pub fn take_request(&self) -> bool {
@@ -115,24 +195,57 @@ impl MmuInterruptState {
         self.running.load(Ordering::SeqCst)
     }
 
+    fn lock_arming(&self) -> std::sync::MutexGuard<'_, bool> {
+        // Nothing that holds the lock can panic halfway through a change
+        // (`protect` aborts instead), so a poisoned lock still guards a
+        // consistent list.
+        self.arming.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn set_armed(&self, armed: bool) {
+        let mut state = self.lock_arming();
+        if *state == armed {
+            return;
+        }
+        *state = armed;
         let prot = if armed {
             libc::PROT_NONE
         } else {
             libc::PROT_READ
         };
-        // SAFETY: the page belongs to this state and holds no data: the
-        // only accesses to it are polls, whose faults while armed are the
-        // point. `mprotect` on a mapping we own cannot fail except for
-        // resource exhaustion splitting VMAs, which a single-page mapping
-        // never needs.
-        if let Err(e) = unsafe { self.page.protect(0, self.page.len(), prot) } {
-            // A poll that cannot be disarmed would fault forever and an
-            // interrupt that cannot be armed would be lost silently:
-            // neither may be ignored. Unwinding is no option either (the
-            // poll path runs below Wasm frames, which cannot be unwound).
-            eprintln!("wasmtime: cannot change the MMU interrupt page's protection: {e:#}");
-            std::process::abort();
+        // SAFETY: reading under `arming`, which every writer holds.
+        let pages = unsafe { &*self.pages.get() };
+        for &start in pages {
+            protect(start, prot);
         }
+    }
+}
+
+impl Default for MmuInterruptState {
+    fn default() -> MmuInterruptState {
+        MmuInterruptState::new()
+    }
+}
+
+/// Sets a registered poll page's protection, aborting on failure.
+fn protect(start: usize, prot: libc::c_int) {
+    // SAFETY: `start` is a registered poll page (callers hold `arming`, so
+    // it cannot be unregistered and unmapped meanwhile). It holds no data:
+    // the only accesses to it are polls, whose faults while armed are the
+    // point.
+    let rc = unsafe { libc::mprotect(start as *mut libc::c_void, MMU_POLL_PAGE_SIZE, prot) };
+    if rc != 0 {
+        // A poll that cannot be disarmed would fault forever and an
+        // interrupt that cannot be armed would be lost silently: neither
+        // may be ignored. Unwinding is no option either (the poll path runs
+        // below Wasm frames, which cannot be unwound). `mprotect` of a
+        // whole page we mapped fails only when the kernel runs out of
+        // memory for its mapping records (a protection change can split
+        // or merge them).
+        eprintln!(
+            "wasmtime: cannot change an MMU poll page's protection: {}",
+            std::io::Error::last_os_error()
+        );
+        std::process::abort();
     }
 }

@@ -29,6 +29,7 @@
 
 use super::arch::{self, JmpBuf};
 use super::code_memory::{CodeMemory, lookup_trap_site};
+use super::mmu_interrupt::MmuInterruptState;
 use crate::runtime::store::StoreOpaque;
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
@@ -313,8 +314,9 @@ pub struct Activation {
     /// has no `vmctx` argument to find it through).
     store: *mut StoreOpaque,
     code: *const AtomicPtr<CodeSnapshot>,
-    /// The store's MMU interrupt page as `[start, end)`, or `(0, 0)`.
-    mmu_page: (usize, usize),
+    /// The store's MMU-interruption state, or null when it is off. The
+    /// store keeps it alive for the whole activation.
+    mmu: *const MmuInterruptState,
     /// The PC of the poll that faulted, handed from the signal handler to
     /// the poll trampoline's runtime function.
     poll_pc: Cell<usize>,
@@ -345,11 +347,18 @@ impl Activation {
         snapshot.lookup(pc)
     }
 
-    /// Whether `addr` lies in the activation's store's MMU interrupt page.
-    /// Async-signal-safe.
-    pub fn in_mmu_page(&self, addr: usize) -> bool {
-        let (start, end) = self.mmu_page;
-        start <= addr && addr < end
+    /// Whether `addr` lies in one of the poll pages of the activation's
+    /// store. Async-signal-safe: no lock, no allocation.
+    ///
+    /// # Safety
+    ///
+    /// Only for the signal handler of a fault at a poll site of this
+    /// activation's code, on the activation's thread.
+    pub unsafe fn in_mmu_poll_page(&self, addr: usize) -> bool {
+        // SAFETY: the store (which owns the state) outlives its
+        // activations; the caller is the signal handler at a poll, as
+        // `in_poll_page` requires.
+        !self.mmu.is_null() && unsafe { (*self.mmu).in_poll_page(addr) }
     }
 
     /// Records the PC of a faulting poll for the poll trampoline.
@@ -380,9 +389,8 @@ pub struct EntryStore {
     pub store_context: *mut VMStoreContext,
     /// The store itself (for the MMU-poll path).
     pub store: *mut StoreOpaque,
-    /// The store's MMU interrupt page as `[start, end)`, or `(0, 0)` when
-    /// MMU interruption is off.
-    pub mmu_page: (usize, usize),
+    /// The store's MMU-interruption state, or null when it is off.
+    pub mmu: *const MmuInterruptState,
     /// The store's current code snapshot pointer.
     pub code: *const AtomicPtr<CodeSnapshot>,
     /// `Config::max_wasm_stack`.
@@ -418,7 +426,7 @@ pub unsafe fn call_wasm(
     let EntryStore {
         store_context,
         store: calling_store,
-        mmu_page,
+        mmu,
         code,
         max_wasm_stack,
         max_backtrace_frames,
@@ -431,7 +439,7 @@ pub unsafe fn call_wasm(
         store_context,
         store: calling_store,
         code,
-        mmu_page,
+        mmu,
         poll_pc: Cell::new(0),
         saved_exit_fp: ctx.last_wasm_exit_fp,
         saved_exit_pc: ctx.last_wasm_exit_pc,
@@ -723,7 +731,7 @@ mod tests {
                 EntryStore {
                     store_context: &mut ctx,
                     store: std::ptr::null_mut(),
-                    mmu_page: (0, 0),
+                    mmu: std::ptr::null(),
                     code: registry.current_ptr(),
                     max_wasm_stack: 1 << 20,
                     max_backtrace_frames: 20,

@@ -189,7 +189,9 @@ unsafe fn redirect_mmu_poll(
     }
     // SAFETY: for `SIGSEGV` the kernel fills `si_code` and `si_addr`.
     let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
-    if code != SEGV_ACCERR || !activation.in_mmu_page(addr) {
+    // SAFETY: we are the handler of a fault at one of the activation's
+    // poll sites, on its thread.
+    if code != SEGV_ACCERR || !unsafe { activation.in_mmu_poll_page(addr) } {
         return false;
     }
     #[cfg(target_arch = "x86_64")]
