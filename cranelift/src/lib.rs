@@ -15,11 +15,12 @@
 //!
 //! # Why a poll survives the optimizer
 //!
-//! A poll is a load of an `i32` from `base + page_offset + offset`, where
-//! the page starts at `base + page_offset` (the caller picks both: a page
-//! pointer with offset 0, or, as our runtime does, the function's `vmctx`
-//! with the page at a constant distance from it) and `offset` is the
-//! site's own slot. Its flags:
+//! A poll is a load of an `i32` from `base + page_offset + slot`, where
+//! the page starts at `base + page_offset` (the caller picks both, giving
+//! `page_offset` to [`PollSites::new`]: a page pointer with offset 0, or, as
+//! our runtime does, the function's `vmctx` with the page at a constant
+//! distance from it) and `slot` is the site's own 4-byte slot of the page.
+//! Its flags:
 //!
 //! * **trapping**: it carries the caller's trap code and is *not*
 //!   `notrap`. Cranelift deletes a load with an unused result only when it
@@ -45,9 +46,10 @@
 //!   `sequence_point`, or a store without an alias region). In a loop
 //!   without such instructions (stores tagged with alias regions do not
 //!   count) a loop-header poll at the same offset as the entry poll would be
-//!   deleted. So [`PollSites`] hands out offsets `0, 4, 8, …, 4092`: two
-//!   polls never share a key, whatever the control flow. A distinct offset
-//!   costs nothing; the page is ours and every slot of it is readable.
+//!   deleted. So [`PollSites`] hands out each of the page's slots (in-page
+//!   offsets `0, 4, …, 4092`) once, nearest to the base first: two polls
+//!   never share a key, whatever the control flow. A distinct offset costs
+//!   nothing; the page is ours and every slot of it is readable.
 //!
 //! ## Past [`DISTINCT_OFFSETS`] polls in one function
 //!
@@ -113,7 +115,8 @@
 //!   materialized and no scratch register (x16/x17) is live at a poll. A
 //!   negative `page_offset` beyond -256 does not fit `ldur`'s 9-bit signed
 //!   immediate, and Cranelift computes the address into a register first
-//!   (one more instruction per poll); the golden files show both.
+//!   (one more instruction per poll); the aarch64 golden files therefore
+//!   use a page pointer.
 //!
 //! The destination is whatever register the allocator finds free; its
 //! value is dead. The handler resumes at the same instruction, so nothing
@@ -159,13 +162,23 @@ pub const DISTINCT_OFFSETS: u32 = POLL_SPAN / SLOT_BYTES;
 /// Bytes read by one poll (an `i32`).
 const SLOT_BYTES: u32 = 4;
 
-/// Per-function allocator of poll sites: it hands each poll its in-page
-/// offset. Create one per function being built and pass it to every
-/// [`dead_load_with_context`] call for that function.
+/// Per-function allocator of poll sites: it knows where the page lies
+/// relative to the base value the polls read through, and hands each poll
+/// its own displacement. Create one per function being built and pass it
+/// to every [`dead_load_with_context`] call for that function.
+///
+/// Slots are handed out **nearest to the base first**: from the page's
+/// start up when the page starts at or above the base, from its top down
+/// when it lies wholly below. The first polls of a function thus get the
+/// smallest displacements, which x86_64 encodes in one byte (-128..=127)
+/// instead of four: with a page ending 20 bytes below the base, as in our
+/// engine, the first 28 polls of every function are 3-byte loads.
 #[derive(Debug, Default)]
 pub struct PollSites {
     /// Polls emitted so far; the next poll is site number `emitted`.
     emitted: u32,
+    /// Where the page starts relative to the base value.
+    page_offset: i32,
 }
 
 /// Where one poll reads and whether it needs fences.
@@ -175,9 +188,22 @@ struct Site {
 }
 
 impl PollSites {
-    /// An allocator for a function with no polls yet.
-    pub fn new() -> PollSites {
-        PollSites { emitted: 0 }
+    /// An allocator for a function with no polls yet, whose polls read a
+    /// page that starts at `base + page_offset` (0 when the base is the
+    /// page's address itself).
+    ///
+    /// # Panics
+    ///
+    /// If the page's end, `page_offset + POLL_SPAN`, overflows an `i32`.
+    pub fn new(page_offset: i32) -> PollSites {
+        assert!(
+            page_offset.checked_add(POLL_SPAN as i32).is_some(),
+            "the page's span from its base must fit in an i32 (page_offset {page_offset})"
+        );
+        PollSites {
+            emitted: 0,
+            page_offset,
+        }
     }
 
     /// How many polls have been emitted with this allocator.
@@ -191,40 +217,45 @@ impl PollSites {
         self.emitted = k
             .checked_add(1)
             .expect("more than u32::MAX polls in one function");
-        let offset = (k % DISTINCT_OFFSETS) * SLOT_BYTES;
-        debug_assert!(offset + SLOT_BYTES <= POLL_SPAN);
+        let slot = k % DISTINCT_OFFSETS;
+        let page_below_base = self.page_offset + POLL_SPAN as i32 <= 0;
+        let in_page = if page_below_base {
+            POLL_SPAN - SLOT_BYTES * (slot + 1)
+        } else {
+            slot * SLOT_BYTES
+        };
+        debug_assert!(in_page + SLOT_BYTES <= POLL_SPAN);
         Site {
-            offset: i32::try_from(offset).expect("offsets are below POLL_SPAN"),
+            // Cannot overflow: `new` checked `page_offset + POLL_SPAN`.
+            offset: self.page_offset + in_page as i32,
             fenced: k >= DISTINCT_OFFSETS,
         }
     }
 }
 
 /// Emits one poll at the builder's current position: a load of an `i32`
-/// from `base + page_offset + offset` (offset distinct per site, see
-/// [`PollSites`]) with trap code `trap_code`, whose result is unused.
-/// Returns the load instruction. Past [`DISTINCT_OFFSETS`] polls in one
-/// function the load is bracketed by `sequence_point`s (see the crate
-/// documentation).
+/// from `base` plus the next displacement of `sites` (distinct per site,
+/// inside the page, see [`PollSites`]) with trap code `trap_code`, whose
+/// result is unused. Returns the load instruction. Past
+/// [`DISTINCT_OFFSETS`] polls in one function the load is bracketed by
+/// `sequence_point`s (see the crate documentation).
 ///
-/// The interrupt page starts at `base + page_offset`: `base` is an `I64`
-/// value that dominates the current position (a page pointer, with
-/// `page_offset` 0, or a register the function keeps live anyway, such as
-/// its `vmctx`, with the page at a constant distance); the page must be
-/// aligned to 4 and at least [`POLL_SPAN`] bytes long. `trap_code` is the
-/// code the signal handler looks for in the trap records, normally a user
-/// code (`TrapCode::unwrap_user(1..=250)`).
+/// `base` is an `I64` value that dominates the current position: a page
+/// pointer (`PollSites::new(0)`), or a register the function keeps live
+/// anyway, such as its `vmctx`, with the page at the constant distance
+/// given to [`PollSites::new`]. The page must be aligned to 4 and at least
+/// [`POLL_SPAN`] bytes long. `trap_code` is the code the signal handler
+/// looks for in the trap records, normally a user code
+/// (`TrapCode::unwrap_user(1..=250)`).
 ///
 /// # Panics
 ///
-/// If `base` is not an `I64` value, if `page_offset + POLL_SPAN` overflows
-/// an `i32`, or if the builder has no current block (as for any
-/// instruction emitted through [`FunctionBuilder::ins`]).
+/// If `base` is not an `I64` value, or if the builder has no current block
+/// (as for any instruction emitted through [`FunctionBuilder::ins`]).
 pub fn dead_load_with_context(
     builder: &mut FunctionBuilder<'_>,
     sites: &mut PollSites,
     base: ir::Value,
-    page_offset: i32,
     trap_code: TrapCode,
 ) -> ir::Inst {
     let base_ty = builder.func.dfg.value_type(base);
@@ -232,10 +263,6 @@ pub fn dead_load_with_context(
         base_ty,
         types::I64,
         "the base of the interrupt page must be an I64 value, not {base_ty}"
-    );
-    assert!(
-        page_offset.checked_add(POLL_SPAN as i32).is_some(),
-        "the page's span from `base` must fit in an i32 (page_offset {page_offset})"
     );
     let site = sites.next_site();
     let flags = MemFlagsData::new()
@@ -246,10 +273,7 @@ pub fn dead_load_with_context(
     if site.fenced {
         builder.ins().sequence_point();
     }
-    // Cannot overflow: `site.offset < POLL_SPAN`, checked above.
-    let value = builder
-        .ins()
-        .load(types::I32, flags, base, page_offset + site.offset);
+    let value = builder.ins().load(types::I32, flags, base, site.offset);
     if site.fenced {
         builder.ins().sequence_point();
     }

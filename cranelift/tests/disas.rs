@@ -115,7 +115,7 @@ impl Poller {
     fn new(scheme: Scheme, page_offset: i32) -> Poller {
         Poller {
             scheme,
-            sites: PollSites::new(),
+            sites: PollSites::new(page_offset),
             naive_emitted: 0,
             page_offset,
         }
@@ -123,7 +123,7 @@ impl Poller {
 
     fn poll(&mut self, b: &mut FunctionBuilder<'_>, base: Value) {
         if self.scheme == Scheme::Ours {
-            dead_load_with_context(b, &mut self.sites, base, self.page_offset, POLL);
+            dead_load_with_context(b, &mut self.sites, base, POLL);
             return;
         }
         let k = self.naive_emitted;
@@ -663,7 +663,11 @@ fn golden_leaf() {
             "leaf.{isa}.{opt}: a poll must not make a leaf call anything:\n{}",
             compiled.text
         );
-        assert_eq!(compiled.poll_offsets, [0], "leaf.{isa}.{opt}");
+        // A page below the base (x86_64) is handed out from its top, the
+        // slot nearest the vmctx (displacement -20, one byte); a page
+        // pointer (aarch64) from its start.
+        let first = if isa == "x86_64" { POLL_SPAN - 4 } else { 0 };
+        assert_eq!(compiled.poll_offsets, [first], "leaf.{isa}.{opt}");
     }
 }
 
@@ -829,11 +833,11 @@ fn offsets_are_handed_out_in_order() {
     let mut func = Function::with_name_signature(UserFuncName::user(0, 2), signature());
     let mut fctx = FunctionBuilderContext::new();
     let (mut b, [vmctx, ..]) = begin(&mut func, &mut fctx);
-    let mut sites = PollSites::new();
+    let mut sites = PollSites::new(ENGINE_PAGE_OFFSET);
     assert_eq!(sites.emitted(), 0);
     let mut offsets = Vec::new();
     for _ in 0..DISTINCT_OFFSETS + 3 {
-        let inst = dead_load_with_context(&mut b, &mut sites, vmctx, ENGINE_PAGE_OFFSET, POLL);
+        let inst = dead_load_with_context(&mut b, &mut sites, vmctx, POLL);
         match b.func.dfg.insts[inst] {
             ir::InstructionData::Load { offset, .. } => offsets.push(i64::from(offset)),
             ref other => panic!("not a load: {other:?}"),
@@ -842,7 +846,8 @@ fn offsets_are_handed_out_in_order() {
     assert_eq!(sites.emitted(), DISTINCT_OFFSETS + 3);
     let expected: Vec<i64> = (0..i64::from(DISTINCT_OFFSETS))
         .chain(0..3)
-        .map(|k| i64::from(ENGINE_PAGE_OFFSET) + k * 4)
+        // The page lies below the vmctx, so slots go from its top down.
+        .map(|k| i64::from(ENGINE_PAGE_OFFSET) + i64::from(POLL_SPAN) - 4 - k * 4)
         .collect();
     assert_eq!(offsets, expected);
     let x = b.block_params(b.current_block().unwrap())[2];

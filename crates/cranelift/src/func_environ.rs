@@ -740,7 +740,9 @@ impl FuncTranslator<'_, '_> {
             // is one load relative to a register that stays live anyway.
             self.mmu = Some(MmuPollState {
                 vmctx: self.vmctx,
-                sites: wasmtime_mmu_dead_load::PollSites::new(),
+                sites: wasmtime_mmu_dead_load::PollSites::new(
+                    wasmtime_mmu_environ::vm::VMCTX_MMU_POLL_PAGE_OFFSET,
+                ),
             });
             // Like the epoch check below: a call tree without loops must
             // still be interruptible, so every entry polls.
@@ -956,7 +958,6 @@ impl FuncTranslator<'_, '_> {
             &mut self.b,
             &mut mmu.sites,
             mmu.vmctx,
-            wasmtime_mmu_environ::vm::VMCTX_MMU_POLL_PAGE_OFFSET,
             mmu_poll_code(),
         );
     }
