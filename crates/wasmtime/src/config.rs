@@ -890,15 +890,17 @@ impl Config {
     ///
     /// ## How it works
     ///
-    /// Every store gets an *interrupt page* of its own, one readable page
-    /// that holds nothing. Compiled code reads from it — a "poll" whose
-    /// result is thrown away — at every function entry, every loop header
-    /// and before every bulk operation large enough to be charged (the
-    /// same places epochs check). To interrupt, another thread calls
-    /// [`MmuInterrupter::interrupt`](crate::MmuInterrupter::interrupt),
-    /// which makes the page unreadable. The next poll faults; the runtime's
-    /// signal handler recognizes the poll, makes the page readable again
-    /// and hands the thread to the store's MMU-interrupt behaviour:
+    /// Every instance gets a *poll page*, one readable page that holds
+    /// nothing, mapped right below its runtime context. Compiled code reads
+    /// from it — a "poll" whose result is thrown away, addressed from the
+    /// context register the code holds anyway — at every function entry,
+    /// every loop header and before every bulk operation large enough to be
+    /// charged (the same places epochs check). To interrupt, another thread
+    /// calls [`MmuInterrupter::interrupt`](crate::MmuInterrupter::interrupt),
+    /// which makes the store's poll pages unreadable. The next poll faults;
+    /// the runtime's signal handler recognizes the poll, makes the pages
+    /// readable again and hands the thread to the store's MMU-interrupt
+    /// behaviour:
     ///
     /// - [`Store::mmu_interrupt_trap`](crate::Store::mmu_interrupt_trap)
     ///   (the default): the call stops with [`Trap::Interrupt`];
@@ -928,14 +930,15 @@ impl Config {
     /// engine's counter, a compare with the store's deadline and a branch
     /// at each of the same places; fuel ([`Config::consume_fuel`]) updates
     /// a counter in every basic block. A poll is one load from a page that
-    /// stays in the cache, with no compare, no branch and no register
-    /// besides the page address. Measured side by side on the Sightglass
+    /// stays in the cache, with no compare, no branch and no register of
+    /// its own. Measured side by side on the Sightglass
     /// programs (`docs/benchmarks.md`, 2026-12-01): polls cost +2.0 % over
     /// plain code (geomean), epoch checks +16.8 % and fuel +21.5 %; in tight
     /// compute kernels polls cost +0.7 % and epochs +73 %.
     ///
     /// In exchange an interrupt is more expensive than an epoch tick: the
-    /// interrupter makes one `mprotect` system call (which also makes the
+    /// interrupter makes one `mprotect` system call per instance of the
+    /// store (each also makes the
     /// kernel flush the page from the TLB of every CPU running a thread of
     /// this process), and the interrupted thread takes a signal: about
     /// 3 µs for the whole round trip on one thread, about 20 µs from another
