@@ -932,9 +932,9 @@ impl Config {
     /// a counter in every basic block. A poll is one load from a page that
     /// stays in the cache, with no compare, no branch and no register of
     /// its own. Measured side by side on the Sightglass
-    /// programs (`docs/benchmarks.md`, 2026-12-01): polls cost +2.0 % over
-    /// plain code (geomean), epoch checks +16.8 % and fuel +21.5 %; in tight
-    /// compute kernels polls cost +0.7 % and epochs +73 %.
+    /// programs (`docs/benchmarks.md`, 2026-12-01): polls cost about +1 %
+    /// over plain code (geomean), epoch checks +16.5 % and fuel +21.2 %; in
+    /// tight compute kernels polls cost +0.7 % and epochs +72 %.
     ///
     /// In exchange an interrupt is more expensive than an epoch tick: the
     /// interrupter makes one `mprotect` system call per instance of the

@@ -25,8 +25,10 @@ use std::sync::{Arc, Mutex, Weak};
 /// request that arrives as one call ends and the next begins never stops
 /// the next call.
 ///
-/// The handle keeps the interrupt page alive on its own, so it may outlive
-/// its store: after the store is dropped, `interrupt` does nothing.
+/// The handle shares the store's interrupt state, not its instances: it
+/// may outlive the store, and after the store is dropped `interrupt`
+/// does nothing (the poll pages are gone from the state before they are
+/// unmapped).
 #[derive(Clone)]
 pub struct MmuInterrupter {
     pub(crate) state: Arc<MmuInterruptState>,

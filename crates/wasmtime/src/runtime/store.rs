@@ -408,10 +408,9 @@ impl<T> Store<T> {
     ///
     /// # Panics
     ///
-    /// Panics if the engine has [`Config::mmu_interruption`](crate::Config::mmu_interruption)
-    /// on and the store's interrupt page cannot be mapped (the system is
-    /// out of memory or mappings); [`Store::try_new`] returns that error
-    /// instead.
+    /// Panics where [`Store::try_new`] fails, which no configuration does
+    /// today (MMU interruption maps its poll pages per instance, when
+    /// instantiating, and reports failures there).
     pub fn new(engine: &Engine, data: T) -> Self {
         match Store::try_new(engine, data) {
             Ok(store) => store,
@@ -423,8 +422,10 @@ impl<T> Store<T> {
     ///
     /// # Errors
     ///
-    /// Fails if the engine has MMU interruption on and the store's
-    /// interrupt page cannot be mapped.
+    /// Never fails today; the `Result` leaves room for store resources
+    /// that are allocated up front. (MMU interruption's poll pages are
+    /// mapped per instance, and a failure to map one fails the
+    /// instantiation.)
     pub fn try_new(engine: &Engine, data: T) -> Result<Self> {
         let inner = Box::new(StoreInner {
             opaque: StoreOpaque::new(engine)?,
@@ -777,7 +778,7 @@ impl<T> Store<T> {
 
     /// A handle that interrupts this store's WebAssembly from any thread
     /// (see [`MmuInterrupter`]). Every call returns a handle to the same
-    /// interrupt page.
+    /// interrupt state.
     ///
     /// # Errors
     ///

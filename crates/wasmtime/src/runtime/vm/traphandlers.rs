@@ -515,7 +515,7 @@ pub extern "C" fn unwind_trap() -> ! {
 }
 
 /// Where the MMU-poll trampoline (`arch/x86_64_mmu_poll.s`) calls into the
-/// runtime after a poll faulted on an armed interrupt page.
+/// runtime after a poll faulted on an armed poll page.
 ///
 /// `frame` is the trampoline's frame record: `[frame]` holds the Wasm
 /// frame's frame pointer and `[frame + 8]` is the return-address slot,

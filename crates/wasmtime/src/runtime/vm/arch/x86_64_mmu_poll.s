@@ -2,11 +2,11 @@
 //
 // How a thread gets here
 // ----------------------
-// A poll is a dead load from the store's interrupt page. While another
+// A poll is a dead load from its instance's poll page. While another
 // thread has the page armed (PROT_NONE) the load faults; the SIGSEGV
 // handler checks that the fault is a poll of the innermost activation
 // (SEGV_ACCERR, the PC is a poll trap record, the address is in that
-// store's page), stores the poll's PC in the activation and sets RIP to
+// store's poll pages), stores the poll's PC in the activation and sets RIP to
 // this trampoline. It changes nothing else: every register, RSP included,
 // still holds what the Wasm code had at the poll, and the handler wrote
 // nothing to the interrupted stack (so this works whether or not the

@@ -11,7 +11,7 @@
 //! runs again and the process dies as if no handler had been installed.
 //!
 //! A fault at an MMU poll site is not a trap: it is accepted only as
-//! `SIGSEGV`/`SEGV_ACCERR` inside the activation's store's interrupt page
+//! `SIGSEGV`/`SEGV_ACCERR` inside one of the activation's store's poll pages
 //! and sent to the poll trampoline (see `docs/mmu-interruption.md`); any
 //! other fault there is chained like a fault that is not ours.
 //!
@@ -166,7 +166,7 @@ unsafe fn handle_trap(
 const SEGV_ACCERR: libc::c_int = 2;
 
 /// Sends a thread whose MMU poll faulted to the poll trampoline, if the
-/// fault is exactly what an armed interrupt page produces: `SIGSEGV` with
+/// fault is exactly what an armed poll page produces: `SIGSEGV` with
 /// `SEGV_ACCERR` at an address inside the activation's store's page.
 /// Anything else at a poll site is a runtime bug (a poll through a wrong
 /// pointer, a page unmapped too early) and is not handled here: the caller
