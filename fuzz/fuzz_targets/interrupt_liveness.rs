@@ -180,11 +180,10 @@ fn run(data: &[u8]) -> Result<()> {
         Mode::EpochCallback { .. } => {
             let left = continues_left.clone();
             store.epoch_deadline_callback(move |_| {
-                let previous =
-                    left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
-                Ok(match previous {
-                    Ok(_) => wasmtime::UpdateDeadline::Continue(1),
-                    Err(_) => wasmtime::UpdateDeadline::Interrupt,
+                Ok(if take_continue(&left) {
+                    wasmtime::UpdateDeadline::Continue(1)
+                } else {
+                    wasmtime::UpdateDeadline::Interrupt
                 })
             });
         }
@@ -193,14 +192,11 @@ fn run(data: &[u8]) -> Result<()> {
             let left = continues_left.clone();
             // `_`: whatever the callback is handed, it only counts.
             store.mmu_interrupt_callback(move |_| {
-                let previous =
-                    left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
-                Ok(match previous {
-                    Ok(_) => {
-                        stats::bump("mmu_callback_continued");
-                        wasmtime::MmuInterruptDecision::Continue
-                    }
-                    Err(_) => wasmtime::MmuInterruptDecision::Interrupt,
+                Ok(if take_continue(&left) {
+                    stats::bump("mmu_callback_continued");
+                    wasmtime::MmuInterruptDecision::Continue
+                } else {
+                    wasmtime::MmuInterruptDecision::Interrupt
                 })
             });
         }
@@ -250,6 +246,24 @@ fn run(data: &[u8]) -> Result<()> {
         check_stopped(&outcome, mode, &context, name, false);
     }
     Ok(())
+}
+
+/// Uses up one of the callback's remaining continues; `false` once none
+/// is left (the callback then stops the guest).
+fn take_continue(left: &AtomicU32) -> bool {
+    left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+        .is_ok()
+}
+
+/// Counts a stop latency of `us` microseconds in the matching one of
+/// `buckets` (under 1 ms, 1–10 ms, 10–100 ms, over 100 ms).
+fn bump_latency_bucket(us: u64, buckets: [&'static str; 4]) {
+    stats::bump(match us {
+        0..1_000 => buckets[0],
+        1_000..10_000 => buckets[1],
+        10_000..100_000 => buckets[2],
+        _ => buckets[3],
+    });
 }
 
 fn check_stopped(outcome: &Outcome, mode: Mode, context: &str, what: &str, instantiating: bool) {
@@ -346,12 +360,15 @@ fn guarded<R>(
         // From the deciding tick (or from the start, if the guest stopped
         // before it) to the return.
         stats::max("epoch_stop_latency_us", us);
-        stats::bump(match us {
-            0..1_000 => "epoch_stop_latency_under_1ms",
-            1_000..10_000 => "epoch_stop_latency_1_to_10ms",
-            10_000..100_000 => "epoch_stop_latency_10_to_100ms",
-            _ => "epoch_stop_latency_over_100ms",
-        });
+        bump_latency_bucket(
+            us,
+            [
+                "epoch_stop_latency_under_1ms",
+                "epoch_stop_latency_1_to_10ms",
+                "epoch_stop_latency_10_to_100ms",
+                "epoch_stop_latency_over_100ms",
+            ],
+        );
     } else {
         stats::max("fuel_run_time_us", us);
     }
@@ -441,11 +458,14 @@ fn mmu_guarded<R>(
     let from = decided_at.lock().unwrap().unwrap_or(started);
     let us = returned.duration_since(from).as_micros() as u64;
     stats::max("mmu_stop_latency_us", us);
-    stats::bump(match us {
-        0..1_000 => "mmu_stop_latency_under_1ms",
-        1_000..10_000 => "mmu_stop_latency_1_to_10ms",
-        10_000..100_000 => "mmu_stop_latency_10_to_100ms",
-        _ => "mmu_stop_latency_over_100ms",
-    });
+    bump_latency_bucket(
+        us,
+        [
+            "mmu_stop_latency_under_1ms",
+            "mmu_stop_latency_1_to_10ms",
+            "mmu_stop_latency_10_to_100ms",
+            "mmu_stop_latency_over_100ms",
+        ],
+    );
     result
 }

@@ -964,8 +964,8 @@ impl Config {
     /// # Errors
     ///
     /// [`Engine::new`](crate::Engine::new) fails when this is enabled on any
-    /// host other than Linux on x86_64, or together with
-    /// `signals_based_traps(false)`.
+    /// host other than Linux on x86_64 or whose pages are not 4 KiB, or
+    /// together with `signals_based_traps(false)`.
     ///
     /// # Panics
     ///
@@ -1215,6 +1215,15 @@ impl Config {
                     "`Config::mmu_interruption` is supported only on Linux on x86_64 (this host is {} {})",
                     std::env::consts::OS,
                     std::env::consts::ARCH
+                );
+            }
+            // Polls reach each instance's poll page at a constant offset
+            // from its `vmctx`, laid out for pages of exactly this size.
+            let page_size = crate::runtime::vm::sys::unix::mmap::host_page_size();
+            let expected = wasmtime_environ::vm::MMU_POLL_PAGE_SIZE;
+            if page_size != expected {
+                anyhow::bail!(
+                    "`Config::mmu_interruption` needs {expected}-byte host pages, but this host's are {page_size} bytes"
                 );
             }
         }

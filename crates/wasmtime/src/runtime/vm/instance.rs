@@ -35,9 +35,9 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use wasmtime_environ::vm::{
-    MMU_POLL_PAGE_SIZE, VMCONTEXT_MAGIC, VMCTX_MMU_POLL_PAGE_OFFSET, VMCTX_PREFIX_SIZE,
-    VMContextHeader, VMFuncRef, VMGlobalDefinition, VMGlobalImport, VMMemoryDefinition,
-    VMMemoryImport, VMStoreContext, VMTableDefinition, VMTableImport, ValRaw,
+    MMU_POLL_PAGE_SIZE, VMCONTEXT_MAGIC, VMCTX_PREFIX_SIZE, VMContextHeader, VMFuncRef,
+    VMGlobalDefinition, VMGlobalImport, VMMemoryDefinition, VMMemoryImport, VMStoreContext,
+    VMTableDefinition, VMTableImport, ValRaw,
 };
 use wasmtime_environ::{
     ConstExpr, ConstOp, DataIndex, DefinedGlobalIndex, DefinedMemoryIndex, DefinedTableIndex,
@@ -73,33 +73,19 @@ impl Allocation {
 
     fn with_poll_page(size: usize, state: &Arc<MmuInterruptState>) -> Result<Allocation> {
         // Polls address the page by a constant offset from `vmctx`, which
-        // assumes it is exactly one host page.
-        if host_page_size() != MMU_POLL_PAGE_SIZE {
-            anyhow::bail!(
-                "MMU interruption needs {MMU_POLL_PAGE_SIZE}-byte host pages, but this host's are {} bytes",
-                host_page_size()
-            );
-        }
-        debug_assert_eq!(
-            VMCTX_MMU_POLL_PAGE_OFFSET,
-            -((MMU_POLL_PAGE_SIZE + PREFIX) as i32)
-        );
+        // assumes it is exactly one host page; `Engine::new` refused MMU
+        // interruption on any other host.
+        debug_assert_eq!(host_page_size(), MMU_POLL_PAGE_SIZE);
         let body = size
             .checked_next_multiple_of(MMU_POLL_PAGE_SIZE)
             .context("VMContext too large")?;
         let len = body
             .checked_add(MMU_POLL_PAGE_SIZE)
             .context("VMContext too large")?;
-        let mapping = Mmap::reserve(len).context("failed to map a VMContext")?;
+        let mapping = Mmap::read_write(len).context("failed to map a VMContext")?;
         // SAFETY: the mapping is fresh and nobody uses it yet.
-        unsafe {
-            mapping
-                .protect(0, MMU_POLL_PAGE_SIZE, libc::PROT_READ)
-                .context("failed to make an MMU poll page readable")?;
-            mapping
-                .make_accessible(MMU_POLL_PAGE_SIZE, body)
-                .context("failed to make a VMContext accessible")?;
-        }
+        unsafe { mapping.protect(0, MMU_POLL_PAGE_SIZE, libc::PROT_READ) }
+            .context("failed to make an MMU poll page read-only")?;
         // SAFETY: the page is the start of our own mapping, page-aligned,
         // readable and holding no data; the mapping lives in the returned
         // value, whose drop removes the page before unmapping it. Instances

@@ -167,7 +167,8 @@ const SEGV_ACCERR: libc::c_int = 2;
 
 /// Sends a thread whose MMU poll faulted to the poll trampoline, if the
 /// fault is exactly what an armed poll page produces: `SIGSEGV` with
-/// `SEGV_ACCERR` at an address inside the activation's store's page.
+/// `SEGV_ACCERR` at an address inside one of the activation's store's poll
+/// pages.
 /// Anything else at a poll site is a runtime bug (a poll through a wrong
 /// pointer, a page unmapped too early) and is not handled here: the caller
 /// chains it to the previous handler rather than turning it into a Wasm
