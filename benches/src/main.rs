@@ -5,7 +5,7 @@
 //! cargo run --release -p wasmtime-mmu-benches -- kernels [--runs N] [--filter NAME[,NAME...]] [--mode plain|epochs|fuel|mmu|all]
 //! cargo run --release -p wasmtime-mmu-benches -- interrupt-overhead [--runs N] [--filter NAME[,NAME...]] [--mode ...]
 //! cargo run --release -p wasmtime-mmu-benches -- stacks [--runs N]
-//! cargo run --release -p wasmtime-mmu-benches -- sightglass [--benchmarks DIR] [--runs N] [--quick] [--filter NAME[,NAME...]] [--mode plain|epochs|fuel|mmu|all] [--engine ours|upstream] [--list] [--trace]
+//! cargo run --release -p wasmtime-mmu-benches -- sightglass [--benchmarks DIR] [--runs N] [--quick] [--filter NAME[,NAME...]] [--mode plain|epochs|fuel|mmu|all] [--engine ours|upstream[:MODE]] [--list] [--trace]
 //! cargo run --release -p wasmtime-mmu-benches -- mmu-roundtrip [--runs N]
 //! ```
 //!
@@ -39,10 +39,11 @@ usage: bench kernels [--runs N] [--filter NAME[,NAME...]] [--mode MODE]
        bench interrupt-overhead [--runs N] [--filter NAME[,NAME...]] [--mode MODE]
        bench stacks [--runs N]
        bench sightglass [--benchmarks DIR] [--runs N] [--quick] [--filter NAME[,NAME...]]
-                        [--mode MODE] [--engine ours|upstream] [--list] [--trace]
+                        [--mode MODE] [--engine ours|upstream[:MODE]] [--list] [--trace]
        bench mmu-roundtrip [--runs N]
 MODE: plain, epochs, fuel, mmu (ours with MMU polls, set against upstream's epochs,
       which it measures too) or all (the default of interrupt-overhead)
+--engine E:MODE: only engine E in only that mode (plain, epoch, fuel or mmu)
 --runs: timed runs per configuration (mmu-roundtrip: rounds of 10,000 events)";
 
 fn main() -> Result<()> {
@@ -104,6 +105,10 @@ pub struct Options {
     /// `sightglass`: run only this engine (`ours` or `upstream`), e.g. under
     /// a profiler.
     pub engine: Option<String>,
+    /// `sightglass --engine ENGINE:MODE`: run that engine in this one mode
+    /// and nothing else, not even plain (one configuration per process, so
+    /// that callgrind counts only it: `benches/sightglass-instructions.sh`).
+    pub engine_mode: Option<Mode>,
     /// `sightglass`: print the selected programs' names and run nothing.
     pub list: bool,
     /// `sightglass`: print every iteration's numbers to stderr, with the
@@ -120,6 +125,7 @@ impl Options {
             quick: false,
             modes: None,
             engine: None,
+            engine_mode: None,
             list: false,
             trace: false,
         };
@@ -156,10 +162,28 @@ impl Options {
                 }
                 "--engine" => {
                     let value = args.next().unwrap_or_default();
-                    if !["ours", "upstream"].contains(&value.as_str()) {
+                    let (engine, mode) = match value.split_once(':') {
+                        Some((engine, mode)) => {
+                            let mode = Mode::ALL
+                                .into_iter()
+                                .find(|m| m.name() == mode)
+                                .ok_or_else(|| {
+                                    anyhow::anyhow!(
+                                        "--engine {value}: the mode after `:` must be plain, epoch, fuel or mmu"
+                                    )
+                                })?;
+                            (engine, Some(mode))
+                        }
+                        None => (value.as_str(), None),
+                    };
+                    if !["ours", "upstream"].contains(&engine) {
                         bail!("--engine needs ours or upstream, got `{value}`");
                     }
-                    options.engine = Some(value);
+                    if engine == "upstream" && mode.is_some_and(|m| !m.in_upstream()) {
+                        bail!("--engine {value}: upstream Wasmtime 48 has no such mode");
+                    }
+                    options.engine = Some(engine.to_string());
+                    options.engine_mode = mode;
                 }
                 "--mode" => {
                     let value = args.next().unwrap_or_default();

@@ -661,8 +661,9 @@ pub fn run(options: &Options) -> Result<()> {
     } else {
         DEFAULT_RUNS
     });
-    let mut modes = vec![Mode::Plain];
+    let mut modes = vec![options.engine_mode.unwrap_or(Mode::Plain)];
     match &options.modes {
+        _ if options.engine_mode.is_some() => {}
         Some(more) => modes.extend(more.iter().copied()),
         // The CI smoke also checks that every program runs correctly with
         // the polls compiled in.
