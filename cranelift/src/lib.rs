@@ -46,17 +46,20 @@
 //!   `sequence_point`, or a store without an alias region). In a loop
 //!   without such instructions (stores tagged with alias regions do not
 //!   count) a loop-header poll at the same offset as the entry poll would be
-//!   deleted. So [`PollSites`] hands out each of the page's slots (in-page
-//!   offsets `0, 4, …, 4092`) once, nearest to the base first: two polls
-//!   never share a key, whatever the control flow. A distinct offset costs
+//!   deleted. So [`PollSites`] hands out each slot it uses (of the page's
+//!   in-page offsets `0, 4, …, 4092`) once, nearest to the base first: two
+//!   polls never share a key, whatever the control flow. A distinct offset costs
 //!   nothing; the page is ours and every slot of it is readable.
 //!
-//! ## Past [`DISTINCT_OFFSETS`] polls in one function
+//! ## Past the last distinct offset
 //!
-//! The page has [`DISTINCT_OFFSETS`] aligned `i32` slots. From the
-//! `DISTINCT_OFFSETS + 1`-th poll of a function on, offsets wrap around
-//! (site `k` reads slot `k % DISTINCT_OFFSETS`), and each such poll is
-//! *bracketed* by two `sequence_point` instructions, emitted back to back:
+//! The page has [`DISTINCT_OFFSETS`] aligned `i32` slots; an allocator
+//! limited to directly encodable offsets ([`PollSites::for_isa`], see
+//! "Lowering") uses fewer of them, [`PollSites::distinct_offsets`]. Call
+//! that number `D`. From the `D + 1`-th poll of a function on, offsets
+//! wrap around (site `k` reads the allocator's slot `k % D`), and each such
+//! poll is *bracketed* by two `sequence_point` instructions, emitted back
+//! to back:
 //!
 //! ```text
 //! sequence_point
@@ -77,7 +80,8 @@
 //! exactly that function and shows the loss). `sequence_point` itself emits
 //! no machine code on x86_64 or aarch64; its cost is that loads elsewhere in
 //! the function (from the vmctx, say) are not reused across it, which only
-//! matters in functions with more than a thousand polls.
+//! matters in functions with more than `D` polls: a thousand on x86_64, 60
+//! or 64 on aarch64 with our engine's pages (see "Lowering").
 //!
 //! ## No alias region
 //!
@@ -105,18 +109,36 @@
 //!
 //! # Lowering
 //!
+//! A poll must be one load instruction whose address is the base register
+//! plus an immediate: no address computed into another register first.
+//! That costs nothing while the page is readable, and it is what the
+//! runtime's aarch64 trampoline relies on: it resumes at the poll through
+//! x16, one of Cranelift's two scratch registers, so no poll may read
+//! through x16 or x17 (see `crates/wasmtime/src/runtime/vm/arch/
+//! aarch64_mmu_poll.s`).
+//!
 //! * x86_64: `mov r32, dword ptr [base + disp]` whatever the offset (no
 //!   or an 8-bit displacement for total offsets in -128..=127, a 32-bit
-//!   one beyond).
-//! * aarch64: `ldr wN, [xM, #imm]` when `page_offset` is 0. The unsigned
-//!   immediate form is 12 bits scaled by the access size, so a 4-byte load
-//!   reaches offsets up to 16380 directly; every poll offset is below
-//!   [`POLL_SPAN`] and a multiple of 4, so the address is never
-//!   materialized and no scratch register (x16/x17) is live at a poll. A
-//!   negative `page_offset` beyond -256 does not fit `ldur`'s 9-bit signed
-//!   immediate, and Cranelift computes the address into a register first
-//!   (one more instruction per poll); the aarch64 golden files therefore
-//!   use a page pointer.
+//!   one beyond). Every slot is directly encodable ([`DirectOffsets::ANY`]).
+//! * aarch64: `ldur wN, [xM, #simm9]` for total offsets in -256..=255, and
+//!   `ldr wN, [xM, #imm]` (12 bits scaled by 4) for multiples of 4 in
+//!   0..=16380 ([`DirectOffsets::AARCH64`]). Any other offset makes
+//!   Cranelift move the constant into a register first (`movn`/`movz`
+//!   into an allocated register and a register-offset load, or, where the
+//!   offset is only legalized at emission, the scratch register x16): one
+//!   more instruction and one more live register per poll. So on aarch64
+//!   the translator builds its allocators with [`PollSites::for_isa`],
+//!   which keeps only the slots in range. Our engine's pages lie below
+//!   their bases: the `vmctx`-relative page (offset -4112, ending 16 bytes
+//!   below `vmctx`) gives the 60 slots `vmctx - 20` down to `vmctx - 256`,
+//!   the page below a linear memory's base (offset -4096) the 64 slots
+//!   `base - 4` down to `base - 256`; both are `ldur`. A function with more
+//!   polls than that wraps around with fences, as described above. A page
+//!   pointer as the base (offset 0) would get all 1,024 slots as `ldr`.
+//!
+//! The golden files `tests/disas/*.aarch64.*.txt` list, for every poll,
+//! its base register and displacement, and the tests check that each poll
+//! is an immediate-offset load through a register other than x16/x17.
 //!
 //! The destination is whatever register the allocator finds free; its
 //! value is dead. The handler resumes at the same instruction, so nothing
@@ -148,19 +170,106 @@
 #![deny(missing_docs)]
 
 use cranelift_codegen::ir::{self, InstBuilder, MemFlagsData, TrapCode, types};
+use cranelift_codegen::isa::TargetIsa;
 use cranelift_frontend::FunctionBuilder;
+use target_lexicon::Architecture;
 
 /// Bytes of the page a poll may read from: every offset handed out is below
 /// this.
 pub const POLL_SPAN: u32 = 4096;
 
 /// How many distinct in-page offsets exist (one aligned `i32` slot each):
-/// `POLL_SPAN / 4`. Polls beyond this many in one function reuse offsets
-/// and are fenced (see the crate documentation).
+/// `POLL_SPAN / 4`. An allocator that may use every slot
+/// ([`PollSites::new`], or any target whose loads encode every offset)
+/// reuses offsets, fenced, only past this many polls in one function; one
+/// limited to directly encodable offsets may have fewer
+/// ([`PollSites::distinct_offsets`]).
 pub const DISTINCT_OFFSETS: u32 = POLL_SPAN / SLOT_BYTES;
 
 /// Bytes read by one poll (an `i32`).
 const SLOT_BYTES: u32 = 4;
+
+/// The displacements, relative to the base register, that a target's
+/// 4-byte load can carry in the instruction itself: a closed range of
+/// offsets, meant for offsets that are multiples of 4 (every poll offset
+/// is one).
+///
+/// A poll whose total offset (`page_offset + slot`) lies outside this range
+/// still works, but the target needs the address (or the offset) in a
+/// register first: one more instruction and one more register per poll,
+/// and, on aarch64, a register that may be one of Cranelift's scratch
+/// registers x16/x17 when the offset is only legalized at emission. A
+/// runtime whose poll trampoline resumes through a scratch register (ours
+/// on aarch64) needs every poll to be a single load through an allocatable
+/// register. [`PollSites::for_isa`] limits a function's polls to this
+/// range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DirectOffsets {
+    /// Smallest encodable offset.
+    min: i32,
+    /// Largest encodable offset.
+    max: i32,
+}
+
+impl DirectOffsets {
+    /// Every `i32` offset: x86_64, whose loads take a 32-bit displacement.
+    pub const ANY: DirectOffsets = DirectOffsets {
+        min: i32::MIN,
+        max: i32::MAX,
+    };
+
+    /// aarch64: `ldur wT, [xN, #simm9]` reaches -256..=255 and
+    /// `ldr wT, [xN, #uimm12 * 4]` the multiples of 4 in 0..=16380. For
+    /// offsets that are multiples of 4 the two together cover -256..=16380
+    /// without a gap, and Cranelift selects one of them for any such offset
+    /// (`ldr` from 0 up, `ldur` for negative offsets).
+    pub const AARCH64: DirectOffsets = DirectOffsets {
+        min: -256,
+        max: 16380,
+    };
+
+    /// The offsets `min..=max`.
+    ///
+    /// # Panics
+    ///
+    /// If `min > max`.
+    pub const fn new(min: i32, max: i32) -> DirectOffsets {
+        assert!(min <= max, "an empty range of direct offsets");
+        DirectOffsets { min, max }
+    }
+
+    /// The range for `isa`'s architecture: [`DirectOffsets::AARCH64`] on
+    /// aarch64 and [`DirectOffsets::ANY`] everywhere else. Only x86_64 and
+    /// aarch64 are checked by this crate's tests; other targets are not
+    /// restricted (their polls get every slot, as with [`PollSites::new`]).
+    pub fn for_isa(isa: &dyn TargetIsa) -> DirectOffsets {
+        DirectOffsets::for_architecture(isa.triple().architecture)
+    }
+
+    /// As [`DirectOffsets::for_isa`], from the architecture alone.
+    pub fn for_architecture(arch: Architecture) -> DirectOffsets {
+        match arch {
+            Architecture::Aarch64(_) => DirectOffsets::AARCH64,
+            _ => DirectOffsets::ANY,
+        }
+    }
+
+    /// Smallest offset of the range.
+    pub fn min(&self) -> i32 {
+        self.min
+    }
+
+    /// Largest offset of the range.
+    pub fn max(&self) -> i32 {
+        self.max
+    }
+
+    /// Whether a 4-byte load at `offset` (a multiple of 4) from its base
+    /// register encodes the offset directly.
+    pub fn contains(&self, offset: i32) -> bool {
+        (self.min..=self.max).contains(&offset)
+    }
+}
 
 /// Per-function allocator of poll sites: it knows where the page lies
 /// relative to the base value the polls read through, and hands each poll
@@ -173,12 +282,34 @@ const SLOT_BYTES: u32 = 4;
 /// smallest displacements, which x86_64 encodes in one byte (-128..=127)
 /// instead of four: with a page ending 20 bytes below the base, as in our
 /// engine, the first 28 polls of every function are 3-byte loads.
-#[derive(Debug, Default)]
+///
+/// An allocator made by [`PollSites::for_isa`] or
+/// [`PollSites::with_direct_offsets`] uses only the slots whose total
+/// offset the target encodes in the load itself, in the same order; past
+/// the last of them it wraps around to the first, with fences (see the
+/// crate documentation). On aarch64 that is 60 slots for our engine's
+/// `vmctx`-relative page (`vmctx - 20` down to `vmctx - 256`) and 64 for a
+/// page right below a linear memory's base (`base - 4` down to
+/// `base - 256`).
+#[derive(Debug)]
 pub struct PollSites {
     /// Polls emitted so far; the next poll is site number `emitted`.
     emitted: u32,
     /// Where the page starts relative to the base value.
     page_offset: i32,
+    /// The first slot in use, as an index into the nearest-first order of
+    /// the page's slots.
+    first_slot: u32,
+    /// How many consecutive slots of that order are in use (at least 1).
+    slots: u32,
+}
+
+impl Default for PollSites {
+    /// The same as `PollSites::new(0)`: a page pointer as the base, every
+    /// slot in use.
+    fn default() -> PollSites {
+        PollSites::new(0)
+    }
 }
 
 /// Where one poll reads and whether it needs fences.
@@ -190,7 +321,9 @@ struct Site {
 impl PollSites {
     /// An allocator for a function with no polls yet, whose polls read a
     /// page that starts at `base + page_offset` (0 when the base is the
-    /// page's address itself).
+    /// page's address itself). Every one of the page's
+    /// [`DISTINCT_OFFSETS`] slots is used, whether or not the target
+    /// encodes its offset directly; see [`PollSites::for_isa`].
     ///
     /// # Panics
     ///
@@ -203,12 +336,85 @@ impl PollSites {
         PollSites {
             emitted: 0,
             page_offset,
+            first_slot: 0,
+            slots: DISTINCT_OFFSETS,
         }
+    }
+
+    /// An allocator whose polls use only the page's slots at total offsets
+    /// (`page_offset + slot`) that `isa`'s 4-byte loads encode directly
+    /// ([`DirectOffsets::for_isa`]), so that no poll needs its address or
+    /// offset in a register. On x86_64 this is exactly [`PollSites::new`].
+    ///
+    /// # Panics
+    ///
+    /// As for [`PollSites::with_direct_offsets`].
+    pub fn for_isa(page_offset: i32, isa: &dyn TargetIsa) -> PollSites {
+        PollSites::with_direct_offsets(page_offset, DirectOffsets::for_isa(isa))
+    }
+
+    /// An allocator whose polls use only the page's slots whose total
+    /// offset lies in `direct`, handed out nearest to the base first and
+    /// wrapping (with fences) past the last of them.
+    ///
+    /// # Panics
+    ///
+    /// If `page_offset + POLL_SPAN` overflows an `i32`, if `page_offset` is
+    /// not a multiple of 4 (a poll is an aligned load from an aligned base),
+    /// or if no slot of the page lies in `direct`.
+    pub fn with_direct_offsets(page_offset: i32, direct: DirectOffsets) -> PollSites {
+        let mut sites = PollSites::new(page_offset);
+        assert!(
+            page_offset % SLOT_BYTES as i32 == 0,
+            "the page must start at a multiple of 4 from its base (page_offset {page_offset})"
+        );
+        let in_range = |j: &u32| direct.contains(sites.slot_offset(*j));
+        let first = (0..DISTINCT_OFFSETS).find(in_range);
+        let last = (0..DISTINCT_OFFSETS).rev().find(in_range);
+        let (Some(first), Some(last)) = (first, last) else {
+            panic!(
+                "no slot of a page at offset {page_offset} from its base is directly \
+                 encodable (offsets {}..={})",
+                direct.min, direct.max
+            );
+        };
+        // The order is monotonic in the offset and `direct` is a range, so
+        // the slots in range are consecutive in it.
+        sites.first_slot = first;
+        sites.slots = last - first + 1;
+        sites
     }
 
     /// How many polls have been emitted with this allocator.
     pub fn emitted(&self) -> u32 {
         self.emitted
+    }
+
+    /// How many distinct offsets this allocator hands out before it wraps
+    /// around and fences: [`DISTINCT_OFFSETS`], or fewer when limited to
+    /// directly encodable offsets.
+    pub fn distinct_offsets(&self) -> u32 {
+        self.slots
+    }
+
+    /// The displacement from the base that poll number `site` of the
+    /// function reads (whether or not it has been emitted yet).
+    pub fn offset(&self, site: u32) -> i32 {
+        self.slot_offset(self.first_slot + site % self.slots)
+    }
+
+    /// The total offset of slot `j` of the nearest-first order.
+    fn slot_offset(&self, j: u32) -> i32 {
+        debug_assert!(j < DISTINCT_OFFSETS);
+        let page_below_base = self.page_offset + POLL_SPAN as i32 <= 0;
+        let in_page = if page_below_base {
+            POLL_SPAN - SLOT_BYTES * (j + 1)
+        } else {
+            j * SLOT_BYTES
+        };
+        debug_assert!(in_page + SLOT_BYTES <= POLL_SPAN);
+        // Cannot overflow: `new` checked `page_offset + POLL_SPAN`.
+        self.page_offset + in_page as i32
     }
 
     /// Allocates the next site.
@@ -217,18 +423,9 @@ impl PollSites {
         self.emitted = k
             .checked_add(1)
             .expect("more than u32::MAX polls in one function");
-        let slot = k % DISTINCT_OFFSETS;
-        let page_below_base = self.page_offset + POLL_SPAN as i32 <= 0;
-        let in_page = if page_below_base {
-            POLL_SPAN - SLOT_BYTES * (slot + 1)
-        } else {
-            slot * SLOT_BYTES
-        };
-        debug_assert!(in_page + SLOT_BYTES <= POLL_SPAN);
         Site {
-            // Cannot overflow: `new` checked `page_offset + POLL_SPAN`.
-            offset: self.page_offset + in_page as i32,
-            fenced: k >= DISTINCT_OFFSETS,
+            offset: self.offset(k),
+            fenced: k >= self.slots,
         }
     }
 }
@@ -237,8 +434,8 @@ impl PollSites {
 /// from `base` plus the next displacement of `sites` (distinct per site,
 /// inside the page, see [`PollSites`]) with trap code `trap_code`, whose
 /// result is unused. Returns the load instruction. Past
-/// [`DISTINCT_OFFSETS`] polls in one function the load is bracketed by
-/// `sequence_point`s (see the crate documentation).
+/// [`PollSites::distinct_offsets`] polls in one function the load is
+/// bracketed by `sequence_point`s (see the crate documentation).
 ///
 /// `base` is an `I64` value that dominates the current position: a page
 /// pointer (`PollSites::new(0)`), or a register the function keeps live

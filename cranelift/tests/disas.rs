@@ -2,25 +2,27 @@
 //!
 //! Each shape below is built with a `FunctionBuilder` the way our Wasm
 //! translator builds functions (tail calling convention, vmctx first, the
-//! interrupt page at a constant offset below the vmctx), compiled for x86_64 and
-//! aarch64 at every opt level with the shared settings of
-//! `wasmtime_mmu_cranelift::Compiler::new`, and compared with
-//! `tests/disas/NAME.ISA.OPT.txt`. `BLESS=1 cargo test --release -p
+//! interrupt page at a constant offset below the vmctx or below a heap
+//! base), compiled for x86_64 and aarch64 at every opt level with the
+//! shared settings of `wasmtime_mmu_cranelift::Compiler::new`, and compared
+//! with `tests/disas/NAME.ISA.OPT.txt`. `BLESS=1 cargo test --release -p
 //! wasmtime-mmu-dead-load` rewrites the files.
 //!
 //! Independently of the golden files, every compilation checks that the
 //! number of trap records with the poll trap code equals
 //! `PollSites::emitted()`, and decodes the instruction at each poll's trap
-//! record: a 32-bit load from the page with an in-range offset (and, on
-//! aarch64, an `ldr wN, [xM, #imm]` whose base is not x16/x17).
+//! record: a 32-bit load from the page with an in-range offset encoded in
+//! the instruction (on aarch64 an `ldur wT, [xN, #simm9]` or
+//! `ldr wT, [xN, #imm]` whose base is not x16/x17). The aarch64 golden
+//! files end with that decoding, one line per poll.
 //!
-//! How the page is addressed differs per target. On x86_64 the base is the
-//! vmctx itself and the page starts [`ENGINE_PAGE_OFFSET`] bytes from it,
-//! as in our engine: any displacement fits the load. On aarch64 (not yet
-//! supported by the runtime) the tests use a page pointer loaded from the
-//! vmctx with `page_offset` 0, the form whose offsets fit `ldr`'s
-//! immediate; a negative offset of -4112 would need the address computed
-//! into a scratch register first.
+//! The page is addressed as our engine does on both targets: from the
+//! vmctx with the page at [`ENGINE_PAGE_OFFSET`] (-4112), or, in the
+//! `heap_*` shapes, from a heap base with the page at
+//! [`HEAP_PAGE_OFFSET`] (-4096). Polls get their slots from
+//! `PollSites::for_isa`: every slot on x86_64, whose loads take any
+//! displacement; on aarch64 only those within `ldur`'s reach (60 below the
+//! vmctx, 64 below a heap base), wrapping with fences past them.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -38,20 +40,41 @@ use cranelift_codegen::isa::{self, CallConv, OwnedTargetIsa};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use target_lexicon::{Architecture, Triple};
-use wasmtime_mmu_dead_load::{DISTINCT_OFFSETS, POLL_SPAN, PollSites, dead_load_with_context};
+use wasmtime_mmu_dead_load::{
+    DISTINCT_OFFSETS, DirectOffsets, POLL_SPAN, PollSites, dead_load_with_context,
+};
 
 /// The trap code our engine gives polls (`MMU_POLL_CODE` in
 /// crates/cranelift/src/compiler.rs).
 const POLL: TrapCode = TrapCode::unwrap_user(249);
 
-/// Where the (imaginary) vmctx keeps the interrupt page's address (the
-/// aarch64 addressing).
-const VMCTX_PAGE_OFFSET: i32 = 16;
-
 /// Where our engine's poll page starts relative to the vmctx
 /// (`VMCTX_MMU_POLL_PAGE_OFFSET` in crates/environ/src/vm.rs: one page and
-/// the 16-byte prefix below it). The x86_64 addressing.
+/// the 16-byte prefix below it).
 const ENGINE_PAGE_OFFSET: i32 = -(4096 + 16);
+
+/// Where a linear memory's poll page starts relative to the memory's base
+/// (`HEAP_MMU_POLL_PAGE_OFFSET` in crates/environ/src/vm.rs: the page right
+/// below the base).
+const HEAP_PAGE_OFFSET: i32 = -4096;
+
+/// How a function's polls address the page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Addressing {
+    /// Through the vmctx, page at [`ENGINE_PAGE_OFFSET`].
+    Vmctx,
+    /// Through the heap base parameter, page at [`HEAP_PAGE_OFFSET`].
+    Heap,
+}
+
+impl Addressing {
+    fn page_offset(self) -> i32 {
+        match self {
+            Addressing::Vmctx => ENGINE_PAGE_OFFSET,
+            Addressing::Heap => HEAP_PAGE_OFFSET,
+        }
+    }
+}
 
 /// The targets: file-name tag and triple.
 const ISAS: [(&str, &str); 2] = [
@@ -90,14 +113,18 @@ fn target(triple: &str, opt_level: &str) -> OwnedTargetIsa {
 // ---- how polls are emitted ----
 
 /// How a function's polls are emitted: our scheme, or one of the naive
-/// alternatives the demonstrations show to be unsound.
+/// alternatives the demonstrations show to be unsound (or, on aarch64,
+/// costly).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Scheme {
-    /// `dead_load_with_context`.
+    /// `dead_load_with_context` with `PollSites::for_isa`.
     Ours,
-    /// Every poll at offset 0, no fences.
+    /// `dead_load_with_context` with `PollSites::new`: every slot of the
+    /// page, encodable or not.
+    AllSlots,
+    /// Every poll at our first offset, no fences.
     SameOffset,
-    /// Offsets as ours, but without any fences past `DISTINCT_OFFSETS`.
+    /// Offsets as ours, but without any fences past the last distinct one.
     WrapWithoutFences,
     /// Offsets as ours, with only the leading `sequence_point`.
     LeadingFenceOnly,
@@ -107,45 +134,45 @@ struct Poller {
     scheme: Scheme,
     sites: PollSites,
     naive_emitted: u32,
-    /// Where the page starts relative to the base value.
-    page_offset: i32,
 }
 
 impl Poller {
-    fn new(scheme: Scheme, page_offset: i32) -> Poller {
+    fn new(scheme: Scheme, page_offset: i32, isa: &OwnedTargetIsa) -> Poller {
+        let sites = match scheme {
+            Scheme::AllSlots => PollSites::new(page_offset),
+            _ => PollSites::for_isa(page_offset, &**isa),
+        };
         Poller {
             scheme,
-            sites: PollSites::new(page_offset),
+            sites,
             naive_emitted: 0,
-            page_offset,
         }
     }
 
     fn poll(&mut self, b: &mut FunctionBuilder<'_>, base: Value) {
-        if self.scheme == Scheme::Ours {
+        if matches!(self.scheme, Scheme::Ours | Scheme::AllSlots) {
             dead_load_with_context(b, &mut self.sites, base, POLL);
             return;
         }
         let k = self.naive_emitted;
         self.naive_emitted += 1;
         let offset = match self.scheme {
-            Scheme::SameOffset => 0,
-            _ => (k % DISTINCT_OFFSETS) * 4,
+            Scheme::SameOffset => self.sites.offset(0),
+            _ => self.sites.offset(k),
         };
-        let fence = self.scheme == Scheme::LeadingFenceOnly && k >= DISTINCT_OFFSETS;
+        let fence = self.scheme == Scheme::LeadingFenceOnly && k >= self.sites.distinct_offsets();
         if fence {
             b.ins().sequence_point();
         }
         let flags = MemFlagsData::new()
             .with_aligned()
             .with_trap_code(Some(POLL));
-        b.ins()
-            .load(I32, flags, base, self.page_offset + offset as i32);
+        b.ins().load(I32, flags, base, offset);
     }
 
     fn emitted(&self) -> u32 {
         match self.scheme {
-            Scheme::Ours => self.sites.emitted(),
+            Scheme::Ours | Scheme::AllSlots => self.sites.emitted(),
             _ => self.naive_emitted,
         }
     }
@@ -157,7 +184,7 @@ impl Poller {
 struct Cx<'a, 'b> {
     b: &'a mut FunctionBuilder<'b>,
     poller: &'a mut Poller,
-    /// What polls address the page from (see [`addressing`]).
+    /// What polls address the page from: the vmctx or the heap base.
     base: Value,
     /// An `i32` parameter.
     x: Value,
@@ -216,8 +243,8 @@ fn mix(cx: &mut Cx<'_, '_>, i: Value, acc: Value) -> Value {
     cx.b.ins().iadd_imm_s(t, 7)
 }
 
-/// A shape: builds the body after the entry block (and its page load, on aarch64), and
-/// returns the function's result.
+/// A shape: builds the body after the entry block, and returns the
+/// function's result.
 type Shape = fn(&mut Cx<'_, '_>) -> Value;
 
 /// (1) A leaf: only the entry poll, then a computed value.
@@ -283,6 +310,18 @@ fn many_loops(cx: &mut Cx<'_, '_>) -> Value {
     acc
 }
 
+/// More polls in a row than aarch64 encodes directly (60 below the vmctx,
+/// 64 below a heap base), so that the last ones wrap around with fences;
+/// then a computed value.
+fn many_polls(cx: &mut Cx<'_, '_>) -> Value {
+    const POLLS: usize = 70;
+    for _ in 0..POLLS {
+        cx.poll();
+    }
+    let t = cx.b.ins().imul_imm_s(cx.x, 5);
+    cx.b.ins().iadd(t, cx.n)
+}
+
 /// The signature of our Wasm functions, `(vmctx, caller_vmctx, x: i32,
 /// n: i32, heap: i64) -> i32`, with the tail convention.
 fn signature() -> Signature {
@@ -295,27 +334,6 @@ fn signature() -> Signature {
     sig.params.push(AbiParam::new(I64));
     sig.returns.push(AbiParam::new(I32));
     sig
-}
-
-/// The base value polls use on `isa` and the page's offset from it: the
-/// vmctx itself on x86_64 (our engine's layout); on aarch64 a page
-/// pointer, a read-only, movable load from the vmctx.
-fn addressing(isa: &OwnedTargetIsa, b: &mut FunctionBuilder<'_>, vmctx: Value) -> (Value, i32) {
-    match isa.triple().architecture {
-        Architecture::X86_64 => (vmctx, ENGINE_PAGE_OFFSET),
-        _ => {
-            let flags = MemFlagsData::trusted().with_readonly().with_can_move();
-            (b.ins().load(I64, flags, vmctx, VMCTX_PAGE_OFFSET), 0)
-        }
-    }
-}
-
-/// The page offset [`addressing`] picks for `arch`.
-fn page_offset_for(arch: Architecture) -> i32 {
-    match arch {
-        Architecture::X86_64 => ENGINE_PAGE_OFFSET,
-        _ => 0,
-    }
 }
 
 /// Starts a function: entry block, parameters.
@@ -333,8 +351,24 @@ fn begin<'b>(
     (b, params)
 }
 
-/// Builds `shape` with `scheme`; returns the function and its poll count.
-fn build(isa: &OwnedTargetIsa, shape: Shape, scheme: Scheme) -> (Function, u32) {
+/// A function built for a test, with what checking its polls needs.
+struct Built {
+    func: Function,
+    /// Polls emitted.
+    polls: u32,
+    /// Where the page starts relative to the polls' base.
+    page_offset: i32,
+    /// Distinct offsets the function's allocator hands out.
+    distinct: u32,
+}
+
+/// Builds `shape` with `scheme`, polling through the vmctx.
+fn build(isa: &OwnedTargetIsa, shape: Shape, scheme: Scheme) -> Built {
+    build_with(isa, shape, scheme, Addressing::Vmctx)
+}
+
+/// Builds `shape` with `scheme`, polling as `addressing` says.
+fn build_with(isa: &OwnedTargetIsa, shape: Shape, scheme: Scheme, addressing: Addressing) -> Built {
     let mut func = Function::with_name_signature(UserFuncName::user(0, 0), signature());
     let mut fctx = FunctionBuilderContext::new();
     let heap_region = func.dfg.alias_regions.insert(AliasRegionData {
@@ -342,8 +376,12 @@ fn build(isa: &OwnedTargetIsa, shape: Shape, scheme: Scheme) -> (Function, u32) 
         description: "heap".into(),
     });
     let (mut b, [vmctx, _caller, x, n, heap]) = begin(&mut func, &mut fctx);
-    let (base, page_offset) = addressing(isa, &mut b, vmctx);
-    let mut poller = Poller::new(scheme, page_offset);
+    let base = match addressing {
+        Addressing::Vmctx => vmctx,
+        Addressing::Heap => heap,
+    };
+    let page_offset = addressing.page_offset();
+    let mut poller = Poller::new(scheme, page_offset, isa);
     let mut cx = Cx {
         b: &mut b,
         poller: &mut poller,
@@ -357,36 +395,46 @@ fn build(isa: &OwnedTargetIsa, shape: Shape, scheme: Scheme) -> (Function, u32) 
     b.ins().return_(&[result]);
     b.seal_all_blocks();
     b.finalize(isa.frontend_config());
-    (func, poller.emitted())
+    Built {
+        func,
+        polls: poller.emitted(),
+        page_offset,
+        distinct: poller.sites.distinct_offsets(),
+    }
 }
 
 /// A function whose polls are emitted out of dominance order: the entry
 /// jumps to `a`, `a` jumps to `b`, `b` returns; `b` is filled first with
-/// `DISTINCT_OFFSETS` polls (every offset once), then `a` gets one more
-/// poll, which wraps to offset 0 and dominates `b`'s first poll.
-fn out_of_order(isa: &OwnedTargetIsa, scheme: Scheme) -> (Function, u32) {
+/// as many polls as the allocator has distinct offsets (every offset
+/// once), then `a` gets one more poll, which wraps to the first offset and
+/// dominates `b`'s first poll.
+fn out_of_order(isa: &OwnedTargetIsa, scheme: Scheme) -> Built {
     let mut func = Function::with_name_signature(UserFuncName::user(0, 1), signature());
     let mut fctx = FunctionBuilderContext::new();
     let (mut b, [vmctx, _caller, x, _n, _heap]) = begin(&mut func, &mut fctx);
-    let (page, page_offset) = addressing(isa, &mut b, vmctx);
     let block_a = b.create_block();
     let block_b = b.create_block();
     b.ins().jump(block_a, &[]);
-    let mut poller = Poller::new(scheme, page_offset);
+    let mut poller = Poller::new(scheme, ENGINE_PAGE_OFFSET, isa);
 
     b.switch_to_block(block_b);
-    for _ in 0..DISTINCT_OFFSETS {
-        poller.poll(&mut b, page);
+    for _ in 0..poller.sites.distinct_offsets() {
+        poller.poll(&mut b, vmctx);
     }
     b.ins().return_(&[x]);
 
     b.switch_to_block(block_a);
-    poller.poll(&mut b, page);
+    poller.poll(&mut b, vmctx);
     b.ins().jump(block_b, &[]);
 
     b.seal_all_blocks();
     b.finalize(isa.frontend_config());
-    (func, poller.emitted())
+    Built {
+        func,
+        polls: poller.emitted(),
+        page_offset: ENGINE_PAGE_OFFSET,
+        distinct: poller.sites.distinct_offsets(),
+    }
 }
 
 // ---- compiling and checking ----
@@ -401,9 +449,15 @@ struct Compiled {
     has_call: bool,
 }
 
-/// Compiles `func`, checks every poll's trap record and instruction, and
+/// Compiles `built`, checks every poll's trap record and instruction, and
 /// renders the golden text.
-fn compile(isa: &OwnedTargetIsa, func: Function, polls: u32, what: &str) -> Compiled {
+fn compile(isa: &OwnedTargetIsa, built: Built, what: &str) -> Compiled {
+    let Built {
+        func,
+        polls,
+        page_offset,
+        ..
+    } = built;
     let mut ctx = Context::for_function(func);
     ctx.set_disasm(true);
     let code = match ctx.compile(&**isa, &mut ControlPlane::default()) {
@@ -439,11 +493,19 @@ fn compile(isa: &OwnedTargetIsa, func: Function, polls: u32, what: &str) -> Comp
         poll_traps.len()
     );
     let arch = isa.triple().architecture;
-    let page_offset = page_offset_for(arch);
-    let poll_offsets = poll_traps
-        .iter()
-        .map(|&at| decode_poll(arch, &bytes[at as usize..], page_offset, what, at))
-        .collect();
+    let mut poll_offsets = Vec::with_capacity(poll_traps.len());
+    let mut poll_lines = String::new();
+    for &at in &poll_traps {
+        let (offset, line) = decode_poll(arch, &bytes[at as usize..], page_offset, what, at);
+        poll_offsets.push(offset);
+        writeln!(poll_lines, ";; {at:#06x}: {line}").unwrap();
+    }
+    // On aarch64 the golden files also show how each poll was encoded:
+    // the trampoline resumes through x16, which no poll may read through.
+    if matches!(arch, Architecture::Aarch64(_)) {
+        text.push_str(";; polls (offset: decoded load; none reads through x16/x17)\n");
+        text.push_str(&poll_lines);
+    }
 
     let has_call = vcode.lines().any(|line| {
         let mnemonic = line.split_whitespace().next().unwrap_or("");
@@ -459,16 +521,22 @@ fn compile(isa: &OwnedTargetIsa, func: Function, polls: u32, what: &str) -> Comp
 }
 
 /// Decodes the poll instruction at the start of `code` and returns its
-/// in-page offset (its displacement less `page_offset`). Panics unless it
-/// is a 32-bit load with a base register and an immediate displacement
-/// that lands in `[0, POLL_SPAN)` of the page.
-fn decode_poll(arch: Architecture, code: &[u8], page_offset: i32, what: &str, at: u32) -> u32 {
-    let offset = match arch {
-        Architecture::X86_64 => decode_x64_load32(code),
-        Architecture::Aarch64(_) => decode_a64_ldr_w(code),
+/// in-page offset (its displacement less `page_offset`) and a rendering
+/// of the load. Panics unless it is a 32-bit load with a base register and
+/// an immediate displacement that lands in `[0, POLL_SPAN)` of the page.
+fn decode_poll(
+    arch: Architecture,
+    code: &[u8],
+    page_offset: i32,
+    what: &str,
+    at: u32,
+) -> (u32, String) {
+    let decoded = match arch {
+        Architecture::X86_64 => decode_x64_load32(code).map(|d| (d, format!("disp {d}"))),
+        Architecture::Aarch64(_) => decode_a64_load_w(code),
         other => panic!("unexpected architecture {other}"),
     };
-    let displacement = offset
+    let (displacement, line) = decoded
         .unwrap_or_else(|why| panic!("{what}: the poll at {at:#x} is not a plain load: {why}"));
     let offset = displacement - i64::from(page_offset);
     assert!(
@@ -476,7 +544,7 @@ fn decode_poll(arch: Architecture, code: &[u8], page_offset: i32, what: &str, at
         "{what}: the poll at {at:#x} reads offset {offset} of the page \
          (displacement {displacement})"
     );
-    offset as u32
+    (offset as u32, line)
 }
 
 /// `mov r32, dword ptr [base + disp]`: optional REX without W, 0x8B, a
@@ -518,17 +586,35 @@ fn decode_x64_load32(code: &[u8]) -> Result<i64, String> {
     Ok(disp)
 }
 
-/// `ldr wT, [xN, #imm]`, unsigned scaled 12-bit immediate, base not x16/x17.
-fn decode_a64_ldr_w(code: &[u8]) -> Result<i64, String> {
+/// `ldr wT, [xN, #imm]` (unsigned 12-bit immediate scaled by 4) or
+/// `ldur wT, [xN, #simm9]` (signed, unscaled), with a base other than
+/// x16/x17 (and other than sp, which a poll never uses). Returns the
+/// displacement and the instruction as text.
+fn decode_a64_load_w(code: &[u8]) -> Result<(i64, String), String> {
     let insn = u32::from_le_bytes(code[..4].try_into().unwrap());
-    if insn & 0xffc0_0000 != 0xb940_0000 {
-        return Err(format!("{insn:#010x} is not `ldr wT, [xN, #imm]`"));
-    }
+    let (mnemonic, displacement) = if insn & 0xffc0_0000 == 0xb940_0000 {
+        ("ldr", i64::from((insn >> 10) & 0xfff) * 4)
+    } else if insn & 0xffe0_0c00 == 0xb840_0000 {
+        // imm9 in bits 20..12, sign-extended.
+        let imm9 = ((insn >> 12) & 0x1ff) as i64;
+        ("ldur", if imm9 >= 256 { imm9 - 512 } else { imm9 })
+    } else {
+        return Err(format!(
+            "{insn:#010x} is neither `ldr wT, [xN, #imm]` nor `ldur wT, [xN, #simm9]`"
+        ));
+    };
     let base = (insn >> 5) & 31;
+    let target = insn & 31;
     if base == 16 || base == 17 {
         return Err(format!("base register x{base} is a scratch register"));
     }
-    Ok(i64::from((insn >> 10) & 0xfff) * 4)
+    if base == 31 {
+        return Err("base register is sp".into());
+    }
+    Ok((
+        displacement,
+        format!("{mnemonic} w{target}, [x{base}, #{displacement}]"),
+    ))
 }
 
 /// The golden file for one compilation.
@@ -626,21 +712,34 @@ fn diff(expected: &str, actual: &str) -> String {
 /// polls, compares with the golden files, and returns the offsets of the
 /// polls per (isa, opt).
 fn run_golden(name: &str, shape: Shape) -> BTreeMap<(String, String), Compiled> {
+    run_golden_with(name, shape, Addressing::Vmctx)
+}
+
+/// [`run_golden`] with the polls addressed as `addressing` says. Polls
+/// past the allocator's distinct offsets reuse offsets (fenced); every
+/// offset is used at most `ceil(polls / distinct)` times.
+fn run_golden_with(
+    name: &str,
+    shape: Shape,
+    addressing: Addressing,
+) -> BTreeMap<(String, String), Compiled> {
     let mut failures = Vec::new();
     let mut all = BTreeMap::new();
     for (isa_name, triple) in ISAS {
         for opt in OPT_LEVELS {
             let isa = target(triple, opt);
-            let (func, polls) = build(&isa, shape, Scheme::Ours);
+            let built = build_with(&isa, shape, Scheme::Ours, addressing);
+            let (polls, distinct) = (built.polls, built.distinct);
             let what = format!("{name}.{isa_name}.{opt}");
-            let compiled = compile(&isa, func, polls, &what);
-            let mut distinct = compiled.poll_offsets.clone();
-            distinct.sort_unstable();
-            distinct.dedup();
-            assert_eq!(
-                distinct.len(),
-                compiled.poll_offsets.len(),
-                "{what}: two polls read the same offset: {:?}",
+            let compiled = compile(&isa, built, &what);
+            let mut uses = BTreeMap::new();
+            for offset in &compiled.poll_offsets {
+                *uses.entry(*offset).or_insert(0u32) += 1;
+            }
+            let most = polls.div_ceil(distinct);
+            assert!(
+                uses.values().all(|&n| n <= most) && uses.len() as u32 <= distinct,
+                "{what}: offsets reused beyond wrapping: {:?}",
                 compiled.poll_offsets
             );
             if let Some(failure) = check_golden(name, isa_name, opt, &compiled.text) {
@@ -663,11 +762,10 @@ fn golden_leaf() {
             "leaf.{isa}.{opt}: a poll must not make a leaf call anything:\n{}",
             compiled.text
         );
-        // A page below the base (x86_64) is handed out from its top, the
-        // slot nearest the vmctx (displacement -20, one byte); a page
-        // pointer (aarch64) from its start.
-        let first = if isa == "x86_64" { POLL_SPAN - 4 } else { 0 };
-        assert_eq!(compiled.poll_offsets, [first], "leaf.{isa}.{opt}");
+        // A page below the base is handed out from its top, the slot
+        // nearest the vmctx (displacement -20: one byte on x86_64, `ldur`
+        // on aarch64).
+        assert_eq!(compiled.poll_offsets, [POLL_SPAN - 4], "leaf.{isa}.{opt}");
     }
 }
 
@@ -686,39 +784,135 @@ fn golden_loop_with_store() {
     run_golden("store", loop_with_store);
 }
 
-/// More than `DISTINCT_OFFSETS` polls in a store-free loop nest: every one
-/// keeps its trap record at every opt level on both targets.
+/// The heap-relative form: a loop storing to the heap, polling through the
+/// heap base (page at -4096).
+#[test]
+fn golden_heap_loop_with_store() {
+    for ((isa, opt), compiled) in run_golden_with("heap_store", loop_with_store, Addressing::Heap) {
+        // Slots from the page's top: `base - 4`, then `base - 8`.
+        assert_eq!(
+            compiled.poll_offsets,
+            [POLL_SPAN - 4, POLL_SPAN - 8],
+            "heap_store.{isa}.{opt}"
+        );
+    }
+}
+
+/// More polls than aarch64 encodes below the vmctx (60): the last ten wrap
+/// around to `vmctx - 20`, `vmctx - 24`, ... and are fenced; on x86_64
+/// all 70 are distinct.
+#[test]
+fn golden_more_polls_than_direct_offsets() {
+    let all = run_golden("wrap", many_polls);
+    for ((isa, opt), compiled) in all {
+        let distinct = if isa == "aarch64" { 60 } else { 70 };
+        let mut offsets = compiled.poll_offsets.clone();
+        offsets.sort_unstable();
+        offsets.dedup();
+        assert_eq!(offsets.len(), distinct, "wrap.{isa}.{opt}");
+        if isa == "aarch64" {
+            // Every displacement is within `ldur`'s reach.
+            assert!(
+                offsets
+                    .iter()
+                    .all(|&o| (-256..0).contains(&(ENGINE_PAGE_OFFSET + o as i32))),
+                "wrap.{isa}.{opt}: {offsets:?}"
+            );
+        }
+    }
+}
+
+/// The same below a heap base (64 slots on aarch64).
+#[test]
+fn golden_heap_more_polls_than_direct_offsets() {
+    let all = run_golden_with("heap_wrap", many_polls, Addressing::Heap);
+    for ((isa, opt), compiled) in all {
+        let distinct = if isa == "aarch64" { 64 } else { 70 };
+        let mut offsets = compiled.poll_offsets.clone();
+        offsets.sort_unstable();
+        offsets.dedup();
+        assert_eq!(offsets.len(), distinct, "heap_wrap.{isa}.{opt}");
+        if isa == "aarch64" {
+            assert!(
+                offsets
+                    .iter()
+                    .all(|&o| (-256..0).contains(&(HEAP_PAGE_OFFSET + o as i32))),
+                "heap_wrap.{isa}.{opt}: {offsets:?}"
+            );
+        }
+    }
+}
+
+/// Why aarch64 limits the slots: with every slot of the page
+/// (`PollSites::new`), polls beyond `ldur`'s reach are no longer a single
+/// immediate-offset load (Cranelift puts the offset in a register first:
+/// `movn x0, #259; ldr w0, [x2, x0]` for `vmctx - 260`), while with
+/// `PollSites::for_isa` every poll is.
+#[test]
+fn unlimited_slots_need_a_register_on_aarch64() {
+    for addressing in [Addressing::Vmctx, Addressing::Heap] {
+        for opt in OPT_LEVELS {
+            let isa = target(ISAS[1].1, opt);
+            let built = build_with(&isa, many_polls, Scheme::AllSlots, addressing);
+            assert_eq!(built.distinct, DISTINCT_OFFSETS);
+            let page_offset = built.page_offset;
+            let mut ctx = Context::for_function(built.func);
+            let code = ctx
+                .compile(&*isa, &mut ControlPlane::default())
+                .map_err(|e| format!("{:?}", e.inner))
+                .unwrap();
+            let bytes = code.buffer.data();
+            let (direct, indirect): (Vec<u32>, Vec<u32>) = code
+                .buffer
+                .traps()
+                .iter()
+                .filter(|t| t.code == POLL)
+                .map(|t| t.offset)
+                .partition(|&at| decode_a64_load_w(&bytes[at as usize..]).is_ok());
+            // The first 60 (vmctx) or 64 (heap) slots are within reach.
+            let reach = ((page_offset + POLL_SPAN as i32 + 256) / 4) as usize;
+            assert_eq!(direct.len(), reach, "{addressing:?} at {opt}");
+            assert_eq!(indirect.len(), 70 - reach, "{addressing:?} at {opt}");
+        }
+    }
+}
+
+/// More than `DISTINCT_OFFSETS` polls in a store-free loop nest (and so
+/// far more than aarch64's 60 direct offsets): every one keeps its trap
+/// record at every opt level on both targets.
 #[test]
 fn more_polls_than_offsets() {
     for (isa_name, triple) in ISAS {
         for opt in OPT_LEVELS {
             let isa = target(triple, opt);
-            let (func, polls) = build(&isa, many_loops, Scheme::Ours);
+            let built = build(&isa, many_loops, Scheme::Ours);
+            let (polls, distinct) = (built.polls, built.distinct);
             assert!(polls > DISTINCT_OFFSETS + 100, "{polls} polls");
             let what = format!("many_loops.{isa_name}.{opt}");
-            let compiled = compile(&isa, func, polls, &what);
-            // Every offset is in use, each at most ceil(polls / 1024) times.
+            let compiled = compile(&isa, built, &what);
+            // Every offset is in use, each at most ceil(polls / distinct)
+            // times.
             let mut uses = BTreeMap::new();
             for offset in &compiled.poll_offsets {
                 *uses.entry(*offset).or_insert(0u32) += 1;
             }
-            assert_eq!(uses.len() as u32, DISTINCT_OFFSETS, "{what}");
-            let most = polls.div_ceil(DISTINCT_OFFSETS);
+            assert_eq!(uses.len() as u32, distinct, "{what}");
+            let most = polls.div_ceil(distinct);
             assert!(uses.values().all(|&n| n <= most), "{what}: {uses:?}");
         }
     }
 }
 
-/// Polls emitted out of dominance order past `DISTINCT_OFFSETS`: the
-/// bracketing fences keep all of them.
+/// Polls emitted out of dominance order past the last distinct offset:
+/// the bracketing fences keep all of them.
 #[test]
 fn out_of_order_polls_survive() {
     for (isa_name, triple) in ISAS {
         for opt in OPT_LEVELS {
             let isa = target(triple, opt);
-            let (func, polls) = out_of_order(&isa, Scheme::Ours);
-            assert_eq!(polls, DISTINCT_OFFSETS + 1);
-            compile(&isa, func, polls, &format!("out_of_order.{isa_name}.{opt}"));
+            let built = out_of_order(&isa, Scheme::Ours);
+            assert_eq!(built.polls, built.distinct + 1);
+            compile(&isa, built, &format!("out_of_order.{isa_name}.{opt}"));
         }
     }
 }
@@ -742,15 +936,15 @@ fn surviving_polls(isa: &OwnedTargetIsa, func: Function) -> usize {
 /// functions, does not).
 #[test]
 fn naive_schemes_lose_polls() {
-    type Builder = fn(&OwnedTargetIsa, Scheme) -> (Function, u32);
+    type Builder = fn(&OwnedTargetIsa, Scheme) -> Built;
     let cases: [(&str, Builder, Scheme); 4] = [
         (
-            "loop, every poll at offset 0",
+            "loop, every poll at one offset",
             |isa, s| build(isa, simple_loop, s),
             Scheme::SameOffset,
         ),
         (
-            "loop with a heap store, every poll at offset 0",
+            "loop with a heap store, every poll at one offset",
             |isa, s| build(isa, loop_with_store, s),
             Scheme::SameOffset,
         ),
@@ -768,17 +962,18 @@ fn naive_schemes_lose_polls() {
     for (isa_name, triple) in ISAS {
         let isa = target(triple, "speed");
         for (what, builder, naive) in cases {
-            let (func, polls) = builder(&isa, naive);
-            let survived = surviving_polls(&isa, func);
+            let built = builder(&isa, naive);
+            let polls = built.polls;
+            let survived = surviving_polls(&isa, built.func);
             assert!(
                 survived < polls as usize,
                 "{isa_name}, {what}: expected the optimizer to drop a poll, \
                  but all {polls} survived"
             );
-            let (func, polls) = builder(&isa, Scheme::Ours);
+            let built = builder(&isa, Scheme::Ours);
             assert_eq!(
-                surviving_polls(&isa, func),
-                polls as usize,
+                surviving_polls(&isa, built.func),
+                built.polls as usize,
                 "{isa_name}, {what}, our scheme"
             );
         }
@@ -791,7 +986,7 @@ fn naive_schemes_lose_polls() {
 #[test]
 fn poll_instruction_flags() {
     let isa = target(ISAS[0].1, "none");
-    let (func, polls) = out_of_order(&isa, Scheme::Ours);
+    let Built { func, polls, .. } = out_of_order(&isa, Scheme::Ours);
     let mut loads = 0;
     let mut fences = 0;
     for block in func.layout.blocks() {
@@ -823,7 +1018,7 @@ fn poll_instruction_flags() {
         }
     }
     assert_eq!(loads, polls);
-    // Only the one poll past DISTINCT_OFFSETS is bracketed.
+    // Only the one poll past the last distinct offset is bracketed.
     assert_eq!(fences, 2);
 }
 
@@ -853,4 +1048,48 @@ fn offsets_are_handed_out_in_order() {
     let x = b.block_params(b.current_block().unwrap())[2];
     b.ins().return_(&[x]);
     b.finalize(isa.frontend_config());
+}
+
+/// On aarch64 `PollSites::for_isa` hands out only the slots `ldur` reaches,
+/// nearest the base first, and wraps (fenced) past them: 60 below the vmctx
+/// (`vmctx - 20` down to `vmctx - 256`), 64 below a heap base.
+#[test]
+fn aarch64_offsets_stay_directly_encodable() {
+    let isa = target(ISAS[1].1, "none");
+    for (page_offset, top, count) in [(ENGINE_PAGE_OFFSET, -20, 60), (HEAP_PAGE_OFFSET, -4, 64)] {
+        let sites = PollSites::for_isa(page_offset, &*isa);
+        assert_eq!(sites.distinct_offsets(), count);
+        let offsets: Vec<i32> = (0..count * 2 + 1).map(|k| sites.offset(k)).collect();
+        let expected: Vec<i32> = (0..count)
+            .chain(0..count)
+            .chain(0..1)
+            .map(|k| top - 4 * k as i32)
+            .collect();
+        assert_eq!(offsets, expected, "page at {page_offset}");
+        assert_eq!(*offsets.iter().min().unwrap(), -256);
+    }
+    // x86_64 is unrestricted: `for_isa` equals `new`.
+    let x64 = target(ISAS[0].1, "none");
+    for page_offset in [ENGINE_PAGE_OFFSET, HEAP_PAGE_OFFSET, 0] {
+        let ours = PollSites::for_isa(page_offset, &*x64);
+        let all = PollSites::new(page_offset);
+        assert_eq!(ours.distinct_offsets(), DISTINCT_OFFSETS);
+        assert!((0..3000).all(|k| ours.offset(k) == all.offset(k)));
+    }
+    // A page pointer on aarch64: every slot, as `ldr`.
+    assert_eq!(
+        PollSites::for_isa(0, &*isa).distinct_offsets(),
+        DISTINCT_OFFSETS
+    );
+    // A straddling page: only the part within -256..=16380.
+    let sites = PollSites::with_direct_offsets(-1000, DirectOffsets::AARCH64);
+    assert_eq!(sites.offset(0), -256);
+    assert_eq!(sites.distinct_offsets(), (4092 - 1000 + 256) / 4 + 1);
+}
+
+/// A page none of whose slots the target encodes directly is refused.
+#[test]
+#[should_panic(expected = "directly encodable")]
+fn no_direct_slot_panics() {
+    let _ = PollSites::with_direct_offsets(-8192, DirectOffsets::AARCH64);
 }
