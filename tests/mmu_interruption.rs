@@ -3155,13 +3155,13 @@ fn cancel_while_suspended_in_a_nested_async_call() -> Result<()> {
 }
 
 // ---------------------------------------------------------------------------
-// 22. Every instance has its own poll page, and arming covers all of them
+// 35. Instances without memory have their own poll pages; arming covers all
 // ---------------------------------------------------------------------------
 
-/// Polls address the page below each instance's `VMContext`, so a store with
-/// several instances has several pages. An interrupt must stop whichever
-/// instance is spinning, including one reached through another instance's
-/// import, and including the last one created.
+/// Polls of a module without memory address the page below each instance's
+/// `VMContext`, so a store with several such instances has several pages. An
+/// interrupt must stop whichever instance is spinning, including one reached
+/// through another instance's import, and including the last one created.
 #[test]
 fn every_instance_of_a_store_is_interruptible() -> Result<()> {
     const INSTANCES: usize = 5;
@@ -3213,13 +3213,27 @@ fn every_instance_of_a_store_is_interruptible() -> Result<()> {
 /// existed when it was armed.
 #[test]
 fn instance_created_while_armed_starts_armed() -> Result<()> {
+    created_while_armed_starts_armed(BUSY_WAT)
+}
+
+/// As above for a spinner whose loop touches memory, so that it polls the
+/// page below its memory's base: the memory is created while armed too.
+#[test]
+fn memory_created_while_armed_starts_armed() -> Result<()> {
+    created_while_armed_starts_armed(MEM_SPIN_WAT)
+}
+
+/// A host function arms the store, then instantiates `spinner_wat` (which
+/// exports `spin: [] -> [i32]`, a loop that would run for seconds) and
+/// calls its `spin`: the pending interrupt must stop it.
+fn created_while_armed_starts_armed(spinner_wat: &str) -> Result<()> {
     struct S {
         interrupter: Option<MmuInterrupter>,
         spinner: Option<Module>,
         nested: Option<Result<i32>>,
     }
     let engine = engine();
-    let spinner = Module::new(&engine, BUSY_WAT)?;
+    let spinner = Module::new(&engine, spinner_wat)?;
     let main = Module::new(
         &engine,
         r#"(module
@@ -3260,5 +3274,119 @@ fn instance_created_while_armed_starts_armed() -> Result<()> {
         }
         None => panic!("the host function did not run"),
     }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// 36. Polls through a memory's base reach that memory's page
+// ---------------------------------------------------------------------------
+
+/// A spinner whose loop loads and stores memory, so its polls read the page
+/// below the memory's base; uninterrupted it runs for minutes.
+/// `grow_then_spin` first grows the memory, which with a small reservation
+/// moves it.
+const MEM_SPIN_WAT: &str = r#"
+(module
+  (memory (export "mem") 1 1000)
+  (func $spin (export "spin") (result i32)
+    (local $i i64)
+    (loop $l
+      (i64.store (i32.const 16) (local.get $i))
+      (br_if $l (i64.lt_u (local.tee $i (i64.add (i64.load (i32.const 16)) (i64.const 1)))
+                          (i64.const 0x3fffffffff))))
+    (i32.wrap_i64 (local.get $i)))
+  (func (export "grow_then_spin") (param $pages i32) (result i32)
+    (if (i32.lt_s (memory.grow (local.get $pages)) (i32.const 0)) (then unreachable))
+    (call $spin)))
+"#;
+
+/// The same spinner on an imported memory.
+const IMPORTED_MEM_SPIN_WAT: &str = r#"
+(module
+  (import "env" "mem" (memory 1))
+  (func (export "spin") (result i32)
+    (local $i i64)
+    (loop $l
+      (i64.store (i32.const 32) (local.get $i))
+      (br_if $l (i64.lt_u (local.tee $i (i64.add (i64.load (i32.const 32)) (i64.const 1)))
+                          (i64.const 0x3fffffffff))))
+    (i32.wrap_i64 (local.get $i))))
+"#;
+
+/// Calls `spin` with one interrupt shot from another thread and requires
+/// the interrupt trap, at the spinner's loop.
+fn spin_is_interrupted<T>(
+    store: &mut Store<T>,
+    what: &str,
+    spin: impl FnOnce(&mut Store<T>) -> Result<i32>,
+) -> Result<()> {
+    let shot = interrupt_after(store.mmu_interrupter()?, SHOT_DELAY);
+    match spin(store) {
+        Ok(n) => panic!("{what}: the spin loop ran to its end ({n:#x}): its page was never armed"),
+        Err(e) => assert!(is_interrupt(&e), "{what}: {e:?}"),
+    }
+    assert!(shot.join().unwrap(), "{what}: no call was in progress");
+    Ok(())
+}
+
+/// Code of a module with memory polls below a memory's base: the page must
+/// be armed for a defined memory, after the memory moved (its new page),
+/// for a memory imported from another instance and for one the host
+/// created; instances with a memory have no page of their own.
+#[test]
+fn polls_through_a_memory_base_are_interruptible() -> Result<()> {
+    let mut config = config();
+    // A 64 KiB reservation: growing the memory moves it.
+    config
+        .memory_reservation(64 << 10)
+        .memory_reservation_for_growth(0)
+        .memory_may_move(true);
+    let engine = Engine::new(&config)?;
+    let definer = Module::new(&engine, MEM_SPIN_WAT)?;
+    let importer = Module::new(&engine, IMPORTED_MEM_SPIN_WAT)?;
+    let mut store = Store::new(&engine, ());
+
+    let instance = Instance::new(&mut store, &definer, &[])?;
+    // The memory's page is the instance's only one: its polls all read
+    // there, so its `VMContext` has none.
+    let pages =
+        |store: &Store<()>| -> Result<String> { Ok(format!("{:?}", store.mmu_interrupter()?)) };
+    assert!(
+        pages(&store)?.contains("poll_pages: 1,"),
+        "{}",
+        pages(&store)?
+    );
+    let spin = instance.get_typed_func::<(), i32>(&mut store, "spin")?;
+    spin_is_interrupted(&mut store, "defined memory", |s| spin.call(s, ()))?;
+
+    let mem = instance.get_memory(&mut store, "mem").unwrap();
+    let before = mem.data_ptr(&store);
+    let grow_then_spin = instance.get_typed_func::<i32, i32>(&mut store, "grow_then_spin")?;
+    spin_is_interrupted(&mut store, "moved memory", |s| grow_then_spin.call(s, 8))?;
+    assert_ne!(
+        mem.data_ptr(&store),
+        before,
+        "the memory did not move: the test tests nothing"
+    );
+    // Its page moved with it; the next interrupt must find the new one again.
+    spin_is_interrupted(&mut store, "moved memory, again", |s| spin.call(s, ()))?;
+
+    let imported = Instance::new(&mut store, &importer, &[mem.into()])?;
+    assert!(
+        pages(&store)?.contains("poll_pages: 1,"),
+        "{}",
+        pages(&store)?
+    );
+    let spin = imported.get_typed_func::<(), i32>(&mut store, "spin")?;
+    spin_is_interrupted(&mut store, "memory imported from an instance", |s| {
+        spin.call(s, ())
+    })?;
+
+    let host_memory = Memory::new(&mut store, MemoryType::new(1, None))?;
+    let imported = Instance::new(&mut store, &importer, &[host_memory.into()])?;
+    let spin = imported.get_typed_func::<(), i32>(&mut store, "spin")?;
+    spin_is_interrupted(&mut store, "memory created by the host", |s| {
+        spin.call(s, ())
+    })?;
     Ok(())
 }

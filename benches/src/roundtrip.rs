@@ -61,8 +61,12 @@ const INNER: i32 = 64;
 /// The round trip of ours may be at most this many times the probe's.
 const TARGET_RATIO: f64 = 1.2;
 
+/// The guest has a memory and stores to it, as real guests do: its polls
+/// read the page below the memory's base, the one page an interrupt of its
+/// store protects.
 const WAT: &str = r#"(module
   (import "probe" "tick" (func $tick))
+  (memory 1)
   ;; `n` times: call `tick`, then count to `k`.
   (func (export "ticks") (param $n i32) (param $k i32)
     (local $i i32) (local $j i32)
@@ -70,6 +74,7 @@ const WAT: &str = r#"(module
       (call $tick)
       (local.set $j (i32.const 0))
       (loop $inner
+        (i32.store (i32.const 0) (local.get $j))
         (local.set $j (i32.add (local.get $j) (i32.const 1)))
         (br_if $inner (i32.lt_u (local.get $j) (local.get $k))))
       (local.set $i (i32.add (local.get $i) (i32.const 1)))
@@ -78,6 +83,7 @@ const WAT: &str = r#"(module
   (func (export "spin")
     (local $j i32)
     (loop $spin
+      (i32.store (i32.const 0) (local.get $j))
       (local.set $j (i32.add (local.get $j) (i32.const 1)))
       (br $spin))))"#;
 

@@ -169,11 +169,20 @@ pub(crate) struct EpochState {
 
 /// MMU-interruption state (see `func_environ.rs`).
 pub(crate) struct MmuPollState {
-    /// The function's `vmctx`; the poll page lies at
-    /// `VMCTX_MMU_POLL_PAGE_OFFSET` from it.
-    pub vmctx: Value,
+    /// The value whose poll page this function's polls read.
+    pub base: PollBase,
     /// Distinct in-page offsets, one per poll of this function.
     pub sites: wasmtime_mmu_dead_load::PollSites,
+}
+
+/// Which poll page a function's polls read (see `function_entry` in
+/// `func_environ.rs`).
+#[derive(Clone, Copy)]
+pub(crate) enum PollBase {
+    /// The instance's page, at `VMCTX_MMU_POLL_PAGE_OFFSET` from `vmctx`.
+    Vmctx,
+    /// The page below this memory's base, at `HEAP_MMU_POLL_PAGE_OFFSET`.
+    Heap(MemoryIndex),
 }
 
 /// Translation state of one function.
@@ -267,7 +276,7 @@ pub(crate) fn translate_function(
         exit_is_branched_to: false,
     });
 
-    t.function_entry();
+    t.function_entry(&reader);
     t.translate_body(validator, reader)?;
 
     if t.reachable && !t.b.is_unreachable() {

@@ -356,6 +356,116 @@ fn fuel_checks_at_entry_and_loop_headers() {
     assert!(c.clif.contains("store"), "{}", c.clif);
 }
 
+const POLL_BASES: &str = r#"(module
+  (memory 1) (memory 1)
+  (func (param i32) (result i32)
+    (loop $l (br_if $l (local.tee 0 (i32.sub (local.get 0) (i32.const 1)))))
+    (local.get 0))
+  (func (param i32) (result i32)
+    (loop $l
+      (i32.store (local.get 0) (i32.add (i32.load (local.get 0)) (i32.const 1)))
+      (br_if $l (local.tee 0 (i32.sub (local.get 0) (i32.const 4)))))
+    (local.get 0))
+  (func (param i32) (result i32)
+    (loop $l
+      (i32.store 1 (local.get 0) (i32.add (i32.load 1 (local.get 0)) (i32.const 1)))
+      (br_if $l (local.tee 0 (i32.sub (local.get 0) (i32.const 4)))))
+    (local.get 0))
+  (func (param i32) (result i32)
+    (loop $outer
+      (loop $inner (br_if $inner (local.tee 0 (i32.sub (local.get 0) (i32.const 1)))))
+      (i32.store (local.get 0) (i32.add (i32.load (local.get 0)) (i32.const 1)))
+      (br_if $outer (local.tee 0 (i32.sub (local.get 0) (i32.const 4)))))
+    (local.get 0)))"#;
+
+/// The registers through which the polls at the first `n` slots below
+/// `page_end` (the page's end relative to the base) read, in code order.
+fn poll_bases(disasm: &str, page_end: i32, n: i32) -> Vec<String> {
+    // The disassembler writes displacements below 10 in decimal.
+    let written = |o: i32| match -o {
+        d @ 0..=9 => format!("movl -{d}(%"),
+        d => format!("movl -{d:#x}(%"),
+    };
+    let offsets: Vec<String> = (1..=n).map(|k| written(page_end - 4 * k)).collect();
+    disasm
+        .lines()
+        .filter_map(|l| {
+            let at = offsets
+                .iter()
+                .find_map(|o| l.find(o.as_str()).map(|i| i + o.len()))?;
+            Some(l[at..].split(')').next().unwrap().to_string())
+        })
+        .collect()
+}
+
+/// In a module with memory every poll reads through a memory's base (the
+/// page right below it): the base of the memory a function loads or stores
+/// first, the register its accesses use, or memory 0's in a function that
+/// touches none. Only a module without memory polls through `vmctx`.
+#[test]
+fn mmu_polls_read_through_the_accessed_memory_base() {
+    use wasmtime_mmu_environ::vm::{HEAP_MMU_POLL_PAGE_OFFSET, VMCTX_MMU_POLL_PAGE_OFFSET};
+    let tunables = Tunables {
+        mmu_interruption: true,
+        ..Tunables::default()
+    };
+    let page = wasmtime_mmu_environ::vm::MMU_POLL_PAGE_SIZE as i32;
+    let vmctx_page_end = VMCTX_MMU_POLL_PAGE_OFFSET + page;
+    let heap_page_end = HEAP_MMU_POLL_PAGE_OFFSET + page;
+
+    // No memory in the module: entry and loop polls through `vmctx` (%rdi).
+    let no_memory = r#"(module
+      (func (param i32) (result i32)
+        (loop $l (br_if $l (local.tee 0 (i32.sub (local.get 0) (i32.const 1)))))
+        (local.get 0)))"#;
+    let c = clif(no_memory, 0, &tunables);
+    assert_eq!(
+        poll_bases(&c.disasm, vmctx_page_end, 3),
+        ["rdi", "rdi"],
+        "{}",
+        c.disasm
+    );
+    assert!(
+        poll_bases(&c.disasm, heap_page_end, 3).is_empty(),
+        "{}",
+        c.disasm
+    );
+
+    // A function without memory accesses, a loop on memory 0, one on
+    // memory 1, and nested loops of which only the outer touches memory 0:
+    // every poll through one heap base, loaded from the `VMContext` (into
+    // any register, `vmctx`'s own once it is dead).
+    let mut base_loads = Vec::new();
+    for (func, polls) in [(0, 2), (1, 2), (2, 2), (3, 3)] {
+        let c = clif(POLL_BASES, func, &tunables);
+        let what = format!("function {func}:\n{}", c.disasm);
+        assert!(
+            poll_bases(&c.disasm, vmctx_page_end, 3).is_empty(),
+            "{what}"
+        );
+        let bases = poll_bases(&c.disasm, heap_page_end, 3);
+        assert_eq!(bases.len(), polls, "{what}");
+        assert!(bases.iter().all(|b| *b == bases[0]), "{what}");
+        if func > 0 {
+            // The accesses use the same base: `(%base, %index)`.
+            assert!(c.disasm.contains(&format!("(%{}, %", bases[0])), "{what}");
+        }
+        let base_load = c
+            .disasm
+            .lines()
+            .find(|l| l.contains("(%rdi), %") && l.ends_with(&format!("%{}", bases[0])))
+            .map(|l| l.split(',').next().unwrap().trim().to_string());
+        base_loads.push(base_load.unwrap_or_else(|| panic!("{what}")));
+    }
+    // Memory 0 for functions 0, 1 and 3; memory 1 for function 2.
+    assert_eq!(base_loads[0], base_loads[1], "{base_loads:?}");
+    assert_ne!(
+        base_loads[1], base_loads[2],
+        "memories 0 and 1 poll the same page"
+    );
+    assert_eq!(base_loads[1], base_loads[3], "{base_loads:?}");
+}
+
 #[test]
 fn invalid_bodies_are_errors() {
     // Type error inside a body: the module-level parse accepts it, the

@@ -263,6 +263,21 @@ defined_index_conversions! {
 }
 
 impl ModuleInfo {
+    /// Where this module's MMU polls read (`Tunables::mmu_interruption`):
+    /// `None`, below its instance's `vmctx` (`vm::VMCTX_MMU_POLL_PAGE_OFFSET`),
+    /// for a module without linear memory, whose instances then need a
+    /// poll page of their own; otherwise below the base of a memory
+    /// (`vm::HEAP_MMU_POLL_PAGE_OFFSET`): the one a function loads or stores
+    /// first, memory 0 in a function that touches none. An instance with a
+    /// memory thus needs no page besides its memories', and arming its
+    /// store protects one page per memory.
+    pub fn mmu_poll_memory(&self, first_accessed: Option<MemoryIndex>) -> Option<MemoryIndex> {
+        if self.memories.is_empty() {
+            return None;
+        }
+        Some(first_accessed.unwrap_or(MemoryIndex::from_u32(0)))
+    }
+
     /// Number of functions the module defines.
     pub fn num_defined_funcs(&self) -> u32 {
         self.functions.len() as u32 - self.num_imported_funcs

@@ -22,9 +22,11 @@ pub struct Tunables {
     pub epoch_interruption: bool,
     /// Whether compiled code counts fuel.
     pub consume_fuel: bool,
-    /// Whether compiled code polls its instance's MMU poll page (a dead
-    /// load at `vmctx + vm::VMCTX_MMU_POLL_PAGE_OFFSET + k`) at function
-    /// entries, loop headers and before expensive bulk operations.
+    /// Whether compiled code polls an MMU poll page (a dead load from the
+    /// page at `vm::VMCTX_MMU_POLL_PAGE_OFFSET` from `vmctx`, or from the
+    /// page at `vm::HEAP_MMU_POLL_PAGE_OFFSET` from a linear memory's base)
+    /// at function entries, loop headers and before expensive bulk
+    /// operations.
     pub mmu_interruption: bool,
 }
 
@@ -51,7 +53,8 @@ impl Default for Tunables {
 /// `current_length` are read-write and the rest inaccessible, then
 /// `guard_size` inaccessible bytes. A memory that does not move keeps this
 /// reservation for life; a moving memory gets a new, larger one when it
-/// outgrows it.
+/// outgrows it. With `mmu_poll_page`, the last host page of `guard_before`
+/// is readable instead: the memory's MMU poll page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryPlan {
     /// Bytes reserved for data at allocation (at least the minimum size).
@@ -63,6 +66,11 @@ pub struct MemoryPlan {
     /// Whether the base pointer can change during the memory's life, so that
     /// compiled code must reload it after any call.
     pub may_move: bool,
+    /// Whether the `vm::MMU_POLL_PAGE_SIZE` bytes right below the base are
+    /// the memory's MMU poll page (readable, registered with the store;
+    /// `Tunables::mmu_interruption`). `guard_before` is then at least one
+    /// Wasm page, whatever `guard_before_linear_memory` says.
+    pub mmu_poll_page: bool,
 }
 
 impl MemoryPlan {
@@ -88,8 +96,10 @@ impl MemoryPlan {
                 round_up(tunables.memory_guard_size, page)
             } else {
                 0
-            },
+            }
+            .max(if tunables.mmu_interruption { page } else { 0 }),
             may_move,
+            mmu_poll_page: tunables.mmu_interruption,
         }
     }
 

@@ -288,6 +288,19 @@ pub const MMU_POLL_PAGE_SIZE: usize = 4096;
 /// register-hungry ones spill (see `docs/mmu-interruption.md`).
 pub const VMCTX_MMU_POLL_PAGE_OFFSET: i32 = -((MMU_POLL_PAGE_SIZE + VMCTX_PREFIX_SIZE) as i32);
 
+/// Where a linear memory's MMU poll page starts, relative to the memory's
+/// base address: the last host page of the guard region before the memory
+/// (`MemoryPlan::mmu_poll_page`).
+///
+/// A function that loads or stores linear memory keeps that memory's base
+/// in a register (or reloads it) wherever it touches memory, so its polls
+/// read through the base rather than `vmctx`: at a loop header of a
+/// register-hungry loop `vmctx` is often spilled, and a poll through it
+/// forced the allocator to keep or reload it there (see
+/// `docs/mmu-interruption.md`). Wasm addresses are unsigned offsets from
+/// the base, so no guest access reaches this page.
+pub const HEAP_MMU_POLL_PAGE_OFFSET: i32 = -(MMU_POLL_PAGE_SIZE as i32);
+
 /// Offset of [`VMContextHeader::magic`].
 pub const VMCTX_MAGIC_OFFSET: u32 = offset_of!(VMContextHeader, magic) as u32;
 /// Offset of [`VMContextHeader::store_context`].

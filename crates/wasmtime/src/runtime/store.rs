@@ -409,8 +409,8 @@ impl<T> Store<T> {
     /// # Panics
     ///
     /// Panics where [`Store::try_new`] fails, which no configuration does
-    /// today (MMU interruption maps its poll pages per instance, when
-    /// instantiating, and reports failures there).
+    /// today (MMU interruption maps its poll pages with each memory or
+    /// instance, and reports failures there).
     pub fn new(engine: &Engine, data: T) -> Self {
         match Store::try_new(engine, data) {
             Ok(store) => store,
@@ -424,8 +424,8 @@ impl<T> Store<T> {
     ///
     /// Never fails today; the `Result` leaves room for store resources
     /// that are allocated up front. (MMU interruption's poll pages are
-    /// mapped per instance, and a failure to map one fails the
-    /// instantiation.)
+    /// mapped with each memory or instance, and a failure to map one fails
+    /// the instantiation or the memory's creation.)
     pub fn try_new(engine: &Engine, data: T) -> Result<Self> {
         let inner = Box::new(StoreInner {
             opaque: StoreOpaque::new(engine)?,
@@ -974,7 +974,8 @@ impl StoreOpaque {
     }
 
     /// The store's MMU-interruption state (`None` when MMU interruption
-    /// is off), which instances register their poll pages with.
+    /// is off), with which memories and instances register their poll
+    /// pages.
     pub(crate) fn mmu_state(&self) -> Option<&Arc<MmuInterruptState>> {
         self.mmu.as_ref()
     }
@@ -1352,8 +1353,11 @@ impl StoreOpaque {
             );
         }
         let tunables = self.engine.tunables().clone();
-        // SAFETY: forwarded contract.
-        let memory = unsafe { vm::Memory::new(ty, &tunables, definition)? };
+        // SAFETY: our caller guarantees the definition's validity (this
+        // function's contract); `&mut self` means we run on the store's
+        // thread, in host code, and the memory lives in `self.memories`, so
+        // it is grown and dropped there too.
+        let memory = unsafe { vm::Memory::new(ty, &tunables, definition, self.mmu.clone())? };
         self.memories.push(memory);
         Ok(self.memories.len() - 1)
     }

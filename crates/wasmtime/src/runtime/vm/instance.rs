@@ -84,8 +84,8 @@ impl Allocation {
             .context("VMContext too large")?;
         let mapping = Mmap::read_write(len).context("failed to map a VMContext")?;
         // SAFETY: the mapping is fresh and nobody uses it yet.
-        unsafe { mapping.protect(0, MMU_POLL_PAGE_SIZE, libc::PROT_READ) }
-            .context("failed to make an MMU poll page read-only")?;
+        unsafe { mapping.make_poll_page(0, MMU_POLL_PAGE_SIZE) }
+            .context("failed to map an MMU poll page")?;
         // SAFETY: the page is the start of our own mapping, page-aligned,
         // readable and holding no data; the mapping lives in the returned
         // value, whose drop removes the page before unmapping it. Instances
@@ -158,7 +158,8 @@ impl Instance {
     /// Allocates a zeroed `VMContext` for `module` with its header filled
     /// in. Imports, definitions and function references are the caller's
     /// to fill. With `mmu` (the store's MMU state, when the engine has MMU
-    /// interruption on) the allocation gets a poll page registered there.
+    /// interruption on), the allocation of a module without memory gets a
+    /// poll page registered there (`ModuleInfo::mmu_poll_memory`).
     pub fn new(
         module: &Module,
         store: *mut StoreOpaque,
@@ -169,8 +170,11 @@ impl Instance {
     ) -> Result<Box<Instance>> {
         let size = PREFIX + module.offsets().size() as usize;
         let alloc = match mmu {
-            Some(state) => Allocation::with_poll_page(size, state)?,
-            None => Allocation::heap(size)?,
+            // Polls of a module with a memory read below a memory's base.
+            Some(state) if module.info().mmu_poll_memory(None).is_none() => {
+                Allocation::with_poll_page(size, state)?
+            }
+            _ => Allocation::heap(size)?,
         };
         let prefix = alloc.start();
         let info = module.info();

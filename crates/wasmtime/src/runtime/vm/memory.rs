@@ -10,11 +10,20 @@
 //! code) lives wherever the owner put it: inline in the defining instance's
 //! `VMContext`, or, for a memory created by the host, in an allocation the
 //! memory owns. Every change of size or base is written there.
+//!
+//! With MMU interruption the plan's `mmu_poll_page` makes the host page right
+//! below the base a readable poll page (`Mmap::make_poll_page`): compiled code of a module with this
+//! memory polls there (`HEAP_MMU_POLL_PAGE_OFFSET`). The page is registered with the store's
+//! [`MmuInterruptState`] for as long as it is mapped, so that arming
+//! protects it; a memory that moves registers its new page before its base
+//! is published and unregisters the old one before unmapping it.
 
+use super::mmu_interrupt::MmuInterruptState;
 use super::sys::unix::mmap::Mmap;
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use std::cell::UnsafeCell;
-use wasmtime_environ::vm::VMMemoryDefinition;
+use std::sync::Arc;
+use wasmtime_environ::vm::{MMU_POLL_PAGE_SIZE, VMMemoryDefinition};
 use wasmtime_environ::{MemoryPlan, Tunables, WASM_PAGE_SIZE, WASM32_MAX_PAGES, WasmMemoryType};
 
 /// A linear memory.
@@ -34,6 +43,9 @@ pub struct Memory {
     ty: WasmMemoryType,
     definition: *mut VMMemoryDefinition,
     _owned_definition: Option<Box<UnsafeCell<VMMemoryDefinition>>>,
+    /// The store's MMU state, with which the poll page below the base is
+    /// registered (when the plan has one).
+    mmu: Option<Arc<MmuInterruptState>>,
 }
 
 // SAFETY: the memory exclusively owns its mapping; the definition pointer
@@ -47,16 +59,26 @@ impl Memory {
     /// Creates a memory of type `ty`.
     ///
     /// `definition` is where compiled code reads the memory's base and
-    /// length; `None` makes the memory own it.
+    /// length; `None` makes the memory own it. `mmu` is the owning store's
+    /// MMU state when MMU interruption is on; the memory's poll page is
+    /// registered with it.
+    ///
+    /// # Errors
+    ///
+    /// If the type's limits are invalid, the address space cannot be
+    /// reserved, or MMU interruption is on and `mmu` is `None`.
     ///
     /// # Safety
     ///
     /// A `Some(definition)` must stay valid, and unused by anything else, as
-    /// long as this memory lives.
+    /// long as this memory lives. The memory must be created, grown and
+    /// dropped on the thread that owns the store of `mmu`, in host code (the
+    /// conditions of [`MmuInterruptState::add_page`]).
     pub unsafe fn new(
         ty: &WasmMemoryType,
         tunables: &Tunables,
         definition: Option<*mut VMMemoryDefinition>,
+        mmu: Option<Arc<MmuInterruptState>>,
     ) -> Result<Box<Memory>> {
         if ty.minimum > WASM32_MAX_PAGES {
             bail!(
@@ -70,6 +92,9 @@ impl Memory {
             bail!("memory maximum size is smaller than its minimum size");
         }
         let plan = MemoryPlan::for_memory(ty, tunables);
+        if plan.mmu_poll_page && mmu.is_none() {
+            bail!("a memory with an MMU poll page needs its store's MMU state");
+        }
         let minimum = usize::try_from(ty.minimum * WASM_PAGE_SIZE)?;
         let reservation = usize::try_from(plan.reservation)?;
         let mmap = map_memory(&plan, reservation, minimum)?;
@@ -94,9 +119,36 @@ impl Memory {
             ty: *ty,
             definition,
             _owned_definition: owned,
+            mmu: if plan.mmu_poll_page { mmu } else { None },
         });
+        memory.register_poll_page();
         memory.publish();
         Ok(memory)
+    }
+
+    /// The start of the poll page below the base, if the memory has one.
+    fn poll_page(&self) -> Option<(&MmuInterruptState, usize)> {
+        let mmu = self.mmu.as_deref()?;
+        Some((mmu, self.base() as usize - MMU_POLL_PAGE_SIZE))
+    }
+
+    fn register_poll_page(&self) {
+        if let Some((mmu, page)) = self.poll_page() {
+            // SAFETY: `map_memory` made this page (the last of the leading
+            // guard, page-aligned because the base is) readable, and it
+            // holds no data; it stays mapped until `unregister_poll_page`,
+            // which runs before the mapping is replaced or dropped. We run
+            // on the store's thread in host code (constructor contract).
+            unsafe { mmu.add_page(page) };
+        }
+    }
+
+    fn unregister_poll_page(&self) {
+        if let Some((mmu, page)) = self.poll_page() {
+            // SAFETY: registered by `register_poll_page`; the store's
+            // thread, in host code (constructor contract).
+            unsafe { mmu.remove_page(page) };
+        }
     }
 
     fn publish(&self) {
@@ -183,7 +235,20 @@ impl Memory {
                     self.accessible,
                 )
             };
-            self.mmap = mmap;
+            // The new page is armed along with the store's others before
+            // compiled code can see the new base; the old one is forgotten
+            // before it is unmapped.
+            let old_page = self.poll_page().map(|(_, page)| page);
+            let old = std::mem::replace(&mut self.mmap, mmap);
+            self.register_poll_page();
+            if let (Some(page), Some(mmu)) = (old_page, &self.mmu) {
+                // SAFETY: the old page was registered when its mapping was
+                // made; we are on the store's thread in host code (growth
+                // runs in a builtin or a host call). `old` is unmapped only
+                // after this.
+                unsafe { mmu.remove_page(page) };
+            }
+            drop(old);
             self.reservation = reservation;
         }
         self.accessible = new_len;
@@ -192,8 +257,16 @@ impl Memory {
     }
 }
 
+impl Drop for Memory {
+    fn drop(&mut self) {
+        self.unregister_poll_page();
+    }
+}
+
 /// Maps `guard_before + reservation + guard_size` bytes and makes the first
-/// `accessible` bytes after the leading guard read-write.
+/// `accessible` bytes after the leading guard read-write, and, with an MMU
+/// poll page, the last page of the leading guard a readable poll page
+/// (`Mmap::make_poll_page`).
 fn map_memory(plan: &MemoryPlan, reservation: usize, accessible: usize) -> Result<Mmap> {
     let total = plan
         .guard_before
@@ -204,8 +277,20 @@ fn map_memory(plan: &MemoryPlan, reservation: usize, accessible: usize) -> Resul
         bail!("linear memory reservation is too large for the address space");
     };
     let mmap = Mmap::reserve(total)?;
+    let guard_before = usize::try_from(plan.guard_before)?;
     // SAFETY: the mapping is fresh and `accessible <= reservation`.
-    unsafe { mmap.make_accessible(usize::try_from(plan.guard_before)?, accessible)? };
+    unsafe { mmap.make_accessible(guard_before, accessible)? };
+    if plan.mmu_poll_page {
+        // `MemoryPlan::for_memory` makes the leading guard at least one Wasm
+        // page when there is a poll page.
+        let page = guard_before
+            .checked_sub(MMU_POLL_PAGE_SIZE)
+            .context("no room for an MMU poll page before a linear memory")?;
+        // SAFETY: the page lies in the fresh mapping's leading guard, which
+        // nothing uses; it becomes readable zeros.
+        unsafe { mmap.make_poll_page(page, MMU_POLL_PAGE_SIZE) }
+            .context("failed to map a linear memory's MMU poll page")?;
+    }
     Ok(mmap)
 }
 
@@ -221,7 +306,7 @@ mod tests {
     fn grow_in_place() {
         let tunables = Tunables::default();
         // SAFETY: the memory owns its definition.
-        let mut m = unsafe { Memory::new(&ty(1, Some(4)), &tunables, None) }.unwrap();
+        let mut m = unsafe { Memory::new(&ty(1, Some(4)), &tunables, None, None) }.unwrap();
         let base = m.base();
         // SAFETY: the definition is owned by `m`.
         unsafe {
@@ -249,7 +334,7 @@ mod tests {
             ..Tunables::default()
         };
         // SAFETY: the memory owns its definition.
-        let mut m = unsafe { Memory::new(&ty(1, None), &tunables, None) }.unwrap();
+        let mut m = unsafe { Memory::new(&ty(1, None), &tunables, None, None) }.unwrap();
         // SAFETY: one page is accessible.
         unsafe { *m.base().add(10) = 42 };
         let old = m.base();
@@ -274,7 +359,7 @@ mod tests {
             ..Tunables::default()
         };
         // SAFETY: the memory owns its definition.
-        let mut m = unsafe { Memory::new(&ty(1, None), &tunables, None) }.unwrap();
+        let mut m = unsafe { Memory::new(&ty(1, None), &tunables, None, None) }.unwrap();
         assert_eq!(m.grow(1), Some(1));
         assert_eq!(m.grow(1), None);
     }
@@ -283,9 +368,9 @@ mod tests {
     fn limits() {
         let tunables = Tunables::default();
         // SAFETY: the memory owns its definition.
-        assert!(unsafe { Memory::new(&ty(65537, None), &tunables, None) }.is_err());
+        assert!(unsafe { Memory::new(&ty(65537, None), &tunables, None, None) }.is_err());
         // SAFETY: as above.
-        let mut m = unsafe { Memory::new(&ty(0, None), &tunables, None) }.unwrap();
+        let mut m = unsafe { Memory::new(&ty(0, None), &tunables, None, None) }.unwrap();
         assert_eq!(m.grow(65537), None);
         assert_eq!(m.grow(u64::MAX), None);
         assert_eq!(m.byte_size(), 0);

@@ -1,24 +1,26 @@
-//! The per-store state of MMU interruption: the instances' poll pages that
-//! compiled code reads, and the call generation that ties an interrupt to
-//! the call it was meant for.
+//! The per-store state of MMU interruption: the poll pages that compiled
+//! code reads, and the call generation that ties an interrupt to the call
+//! it was meant for.
 //!
 //! # Where the polls read
 //!
-//! Every instance of an MMU-enabled store has its own *poll page*: the host
-//! page mapped immediately below its `VMContext` allocation (see
-//! `vm/instance.rs`), at the constant offset
-//! [`VMCTX_MMU_POLL_PAGE_OFFSET`](wasmtime_environ::vm::VMCTX_MMU_POLL_PAGE_OFFSET)
-//! from `vmctx`. A poll is therefore one load relative to a register that
-//! compiled code keeps live anyway; no page pointer competes for registers.
-//! The price is that a store with several instances has several pages, and
-//! arming protects all of them (one `mprotect` each; nearly every store has
-//! one or two instances).
+//! Every linear memory of an MMU-enabled store has its own *poll page*: the
+//! host page right below its base (`vm/memory.rs`), at
+//! [`HEAP_MMU_POLL_PAGE_OFFSET`](wasmtime_environ::vm::HEAP_MMU_POLL_PAGE_OFFSET)
+//! from it; every instance of a module without memory has one right below
+//! its `VMContext` (`vm/instance.rs`), at
+//! [`VMCTX_MMU_POLL_PAGE_OFFSET`](wasmtime_environ::vm::VMCTX_MMU_POLL_PAGE_OFFSET).
+//! A poll is therefore one load relative to a register that compiled code
+//! keeps live anyway; no page pointer competes for registers. The price is
+//! that a store with several memories (or memory-less instances) has
+//! several pages, and arming protects all of them (one `mprotect` each;
+//! nearly every store has one).
 //!
 //! # Arming and the call it hits
 //!
 //! The store and every `MmuInterrupter` share one [`MmuInterruptState`]
-//! through an `Arc`. The pages belong to the instances, which the store
-//! drops; an instance unregisters its page under the `arming` lock before
+//! through an `Arc`. The pages belong to memories and instances, which the
+//! store drops; each unregisters its page under the `arming` lock before
 //! unmapping it, and interrupters protect pages only under that lock, so an
 //! interrupter that outlives its store protects nothing (the list is
 //! empty) and can never touch address space that has been unmapped or
@@ -36,9 +38,9 @@
 //! it. It acts only if the request names the current generation; a request
 //! left over from an earlier call (read before that call ended, armed
 //! after the next one began) is recognized as stale and costs one
-//! spurious fault. A page registered while the store is armed (an instance
-//! created by a host function during an interrupted call) starts out
-//! protected, so the request reaches whichever instance polls first.
+//! spurious fault. A page registered while the store is armed (a memory or
+//! instance created by a host function during an interrupted call) starts
+//! out protected, so the request reaches whichever code polls first.
 
 use std::cell::UnsafeCell;
 use std::sync::Mutex;
@@ -96,8 +98,8 @@ impl MmuInterruptState {
     ///
     /// # Safety
     ///
-    /// `start` must be the page-aligned start of a poll page mapped for an
-    /// instance of this state's store and holding no data; it must stay
+    /// `start` must be the page-aligned start of a poll page mapped for a
+    /// memory or an instance of this state's store and holding no data; it must stay
     /// mapped until [`MmuInterruptState::remove_page`] returns for it. The
     /// caller must be the thread that owns the store, outside any poll.
     pub unsafe fn add_page(&self, start: usize) {
@@ -144,7 +146,8 @@ impl MmuInterruptState {
         pages.binary_search(&start).is_ok()
     }
 
-    /// How many poll pages the store has (one per instance).
+    /// How many poll pages the store has (one per memory, and one per
+    /// instance of a module without memory).
     pub fn page_count(&self) -> usize {
         let _armed = self.lock_arming();
         // SAFETY: reading under `arming`, which every writer holds.
