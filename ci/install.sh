@@ -2,6 +2,14 @@
 # Installs the system packages and cargo tools the tests and smoke runs need.
 set -euo pipefail
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+# The aarch64 proof of MMU polls (ci/aarch64-check.sh; docs/mmu-interruption.md,
+# "aarch64"): a cross compiler for the C harness and user-mode qemu to run it.
+if ! command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || ! command -v qemu-aarch64 >/dev/null 2>&1; then
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update
+    $sudo apt-get install -y qemu-user gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross
+fi
 # The fuzz smoke run (ci/fuzz-smoke.sh); libFuzzer itself is C++, built by
 # libfuzzer-sys with the machine's g++.
 if ! cargo fuzz --version >/dev/null 2>&1; then

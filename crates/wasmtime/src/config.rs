@@ -890,10 +890,12 @@ impl Config {
     ///
     /// ## How it works
     ///
-    /// Every instance gets a *poll page*, one readable page that holds
-    /// nothing, mapped right below its runtime context. Compiled code reads
-    /// from it — a "poll" whose result is thrown away, addressed from the
-    /// context register the code holds anyway — at every function entry,
+    /// Every linear memory gets a *poll page*, one readable page that holds
+    /// nothing, mapped right below its base (an instance of a module
+    /// without memory gets one right below its runtime context instead).
+    /// Compiled code reads from it — a "poll" whose result is thrown away,
+    /// addressed from the heap base or context register the code holds
+    /// anyway — at every function entry,
     /// every loop header and before every bulk operation large enough to be
     /// charged (the same places epochs check). To interrupt, another thread
     /// calls [`MmuInterrupter::interrupt`](crate::MmuInterrupter::interrupt),
@@ -953,9 +955,12 @@ impl Config {
     ///
     /// ## Requirements
     ///
-    /// Linux on x86_64, and signals-based traps
+    /// Linux on x86_64 or aarch64 with 4 KiB pages, and signals-based traps
     /// ([`Config::signals_based_traps`], on by default). The design and its
-    /// limits are described in `docs/mmu-interruption.md`.
+    /// limits are described in `docs/mmu-interruption.md`; on aarch64 the
+    /// poll trampoline is checked under emulation only, and the runtime's
+    /// Rust side has not been built for aarch64 yet (that document's
+    /// "aarch64" section).
     ///
     /// ## Default
     ///
@@ -964,8 +969,8 @@ impl Config {
     /// # Errors
     ///
     /// [`Engine::new`](crate::Engine::new) fails when this is enabled on any
-    /// host other than Linux on x86_64 or whose pages are not 4 KiB, or
-    /// together with `signals_based_traps(false)`.
+    /// host other than Linux on x86_64 or aarch64, or whose pages are not
+    /// 4 KiB, or together with `signals_based_traps(false)`.
     ///
     /// # Panics
     ///
@@ -1210,15 +1215,21 @@ impl Config {
                     "`Config::mmu_interruption` requires signals-based traps: an interrupt is delivered as a SIGSEGV at a poll (`Config::signals_based_traps(false)` was given)"
                 );
             }
-            if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+            // aarch64: the trampoline is proven under qemu in CI, the Rust
+            // side has never been compiled for it (docs/mmu-interruption.md,
+            // "aarch64").
+            if !cfg!(all(
+                target_os = "linux",
+                any(target_arch = "x86_64", target_arch = "aarch64")
+            )) {
                 anyhow::bail!(
-                    "`Config::mmu_interruption` is supported only on Linux on x86_64 (this host is {} {})",
+                    "`Config::mmu_interruption` is supported only on Linux on x86_64 and aarch64 (this host is {} {})",
                     std::env::consts::OS,
                     std::env::consts::ARCH
                 );
             }
-            // Polls reach each instance's poll page at a constant offset
-            // from its `vmctx`, laid out for pages of exactly this size.
+            // Polls reach a poll page at a constant offset from a heap base
+            // or a `vmctx`, laid out for pages of exactly this size.
             let page_size = crate::runtime::vm::sys::unix::mmap::host_page_size();
             let expected = wasmtime_environ::vm::MMU_POLL_PAGE_SIZE;
             if page_size != expected {

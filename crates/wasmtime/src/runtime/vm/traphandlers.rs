@@ -514,8 +514,9 @@ pub extern "C" fn unwind_trap() -> ! {
     }
 }
 
-/// Where the MMU-poll trampoline (`arch/x86_64_mmu_poll.s`) calls into the
-/// runtime after a poll faulted on an armed poll page.
+/// Where the MMU-poll trampoline (`arch/x86_64_mmu_poll.s`, or on aarch64
+/// `arch/aarch64_mmu_poll.s` through `wasmtime_mmu_poll_from_trampoline`)
+/// calls into the runtime after a poll faulted on an armed poll page.
 ///
 /// `frame` is the trampoline's frame record: `[frame]` holds the Wasm
 /// frame's frame pointer and `[frame + 8]` is the return-address slot,
@@ -538,7 +539,8 @@ pub unsafe extern "C" fn mmu_poll_from_trampoline(frame: *mut usize) {
     let act = unsafe { &*activation };
     let pc = act.poll_pc.get();
     // SAFETY: `frame` is the trampoline's frame record (contract): two
-    // words on this stack, the first holding the Wasm frame's rbp.
+    // words on this stack, the first holding the Wasm frame's frame
+    // pointer (rbp, or x29 on aarch64).
     let wasm_fp = unsafe {
         *frame.add(1) = pc;
         *frame

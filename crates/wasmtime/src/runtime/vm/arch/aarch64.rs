@@ -1,8 +1,12 @@
-//! aarch64 pieces of trap handling: the catch point / long jump pair and
-//! access to the interrupted registers in a signal's `ucontext_t`.
+//! aarch64 pieces of trap handling: the catch point / long jump pair,
+//! access to the interrupted registers in a signal's `ucontext_t`, and the
+//! MMU-poll trampoline (`aarch64_mmu_poll.s`) with its redirect.
 //!
 //! UNVERIFIED: written for aarch64 Linux but never built or run here (no
 //! aarch64 standard library on the development machine). Keep it small.
+//! The poll trampoline's assembly is the exception: CI assembles that same
+//! file and runs it under qemu-aarch64 (`docs/mmu-interruption.md`,
+//! "aarch64").
 //!
 //! # A word of caution
 //!
@@ -111,6 +115,54 @@ pub unsafe fn ucontext_regs(cx: *mut libc::c_void) -> (usize, usize, usize) {
     let cx = unsafe { &*cx.cast::<libc::ucontext_t>() };
     let m = &cx.uc_mcontext;
     (m.pc as usize, m.regs[29] as usize, m.sp as usize)
+}
+
+// The MMU-poll trampoline. The file is self-contained (it calls
+// `wasmtime_mmu_poll_from_trampoline` by name) because the CI proof
+// assembles the same file into a C harness; see its header for the
+// contract with the signal handler.
+core::arch::global_asm!(include_str!("aarch64_mmu_poll.s"), options(raw));
+
+unsafe extern "C" {
+    /// The MMU-poll trampoline (see `aarch64_mmu_poll.s`). Never called
+    /// directly: the signal handler points an interrupted context at it.
+    fn wasmtime_mmu_poll_trampoline();
+}
+
+/// The runtime side of a poll under the name the trampoline calls:
+/// forwards to `traphandlers::mmu_poll_from_trampoline`. It holds nothing
+/// that needs dropping, so the long jump of a stopped call may skip its
+/// frame.
+///
+/// # Safety
+///
+/// Only the trampoline calls this, with its frame record, on the thread of
+/// the Wasm code whose poll faulted (as `mmu_poll_from_trampoline`
+/// requires).
+#[unsafe(no_mangle)]
+unsafe extern "C" fn wasmtime_mmu_poll_from_trampoline(frame: *mut usize) {
+    // SAFETY: the caller is the trampoline, right after the signal handler
+    // recorded the poll in the innermost activation; `frame` is its frame
+    // record on this stack, exactly what the callee's contract asks for.
+    unsafe { crate::runtime::vm::traphandlers::mmu_poll_from_trampoline(frame) }
+}
+
+/// Rewrites the interrupted context of a faulting MMU poll so that, after
+/// `sigreturn`, the thread runs the poll trampoline with every register as
+/// it was at the poll. Only the PC changes; no memory is written: the
+/// poll's PC travels through the activation, not the interrupted stack.
+///
+/// UNVERIFIED: never compiled for aarch64 here; the CI harness does the
+/// same in C (`crates/cranelift/tests/aarch64/harness.c`).
+///
+/// # Safety
+///
+/// `cx` must be the `ucontext_t` a signal handler received for a fault at
+/// an MMU poll of compiled Wasm, whose activation has recorded the PC.
+pub unsafe fn redirect_to_mmu_poll_trampoline(cx: *mut libc::c_void) {
+    // SAFETY: per the contract, `cx` is a valid, writable `ucontext_t`.
+    let cx = unsafe { &mut *cx.cast::<libc::ucontext_t>() };
+    cx.uc_mcontext.pc = wasmtime_mmu_poll_trampoline as *const () as u64;
 }
 
 /// Rewrites the interrupted context so that, after `sigreturn`, the thread

@@ -195,7 +195,10 @@ unsafe fn redirect_mmu_poll(
     if code != SEGV_ACCERR || !unsafe { activation.in_mmu_poll_page(addr) } {
         return false;
     }
-    #[cfg(target_arch = "x86_64")]
+    // Both trampolines (`arch/x86_64_mmu_poll.s`, `arch/aarch64_mmu_poll.s`)
+    // take the poll's PC from the activation; only the context's PC
+    // changes.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
         activation.record_poll(pc);
         // SAFETY: `context` is the kernel's `ucontext_t` for a fault at a
@@ -203,7 +206,7 @@ unsafe fn redirect_mmu_poll(
         unsafe { arch::redirect_to_mmu_poll_trampoline(context) };
         true
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         // `Engine::new` refuses MMU interruption on other architectures,
         // so no poll of this store can have faulted here.
