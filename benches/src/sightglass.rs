@@ -663,6 +663,7 @@ pub fn run(options: &Options) -> Result<()> {
     });
     let mut modes = vec![options.engine_mode.unwrap_or(Mode::Plain)];
     match &options.modes {
+        // `--engine ENGINE:MODE` runs that one mode alone.
         _ if options.engine_mode.is_some() => {}
         Some(more) => modes.extend(more.iter().copied()),
         // The CI smoke also checks that every program runs correctly with

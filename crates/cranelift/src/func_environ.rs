@@ -754,8 +754,14 @@ impl FuncTranslator<'_, '_> {
     /// interrupt protects one page instead of two (docs/mmu-interruption.md).
     pub(crate) fn function_entry(&mut self, body: &wasmparser::BinaryReader<'_>) {
         if self.cx.tunables.mmu_interruption {
+            // Which memory a function touches first matters only when there
+            // is a choice; otherwise the body is not read twice.
             let memories = self.cx.module.memories.len();
-            let first = first_memory_accessed(body, memories);
+            let first = if memories > 1 {
+                first_memory_accessed(body, memories)
+            } else {
+                None
+            };
             let (base, page_offset) = match self.cx.module.mmu_poll_memory(first) {
                 Some(index) => (PollBase::Heap(index), HEAP_MMU_POLL_PAGE_OFFSET),
                 None => (PollBase::Vmctx, VMCTX_MMU_POLL_PAGE_OFFSET),
@@ -973,22 +979,19 @@ impl FuncTranslator<'_, '_> {
     /// interruption is on. It is not a call: no register is clobbered and a
     /// leaf function stays a leaf.
     fn mmu_poll(&mut self) {
-        let Some(mmu) = &self.mmu else { return };
+        let Some(poll_base) = self.mmu.as_ref().map(|mmu| mmu.base) else {
+            return;
+        };
         // The heap base is loaded afresh at every poll; the optimizer
         // merges the loads as it merges those of memory accesses (hoisted
         // once for a memory that never moves, reloaded after calls for one
         // that may).
-        let base = match mmu.base {
+        let base = match poll_base {
             PollBase::Vmctx => self.vmctx,
             PollBase::Heap(index) => self.heap_base(index),
         };
-        let Some(mmu) = &mut self.mmu else { return };
-        wasmtime_mmu_dead_load::dead_load_with_context(
-            &mut self.b,
-            &mut mmu.sites,
-            base,
-            mmu_poll_code(),
-        );
+        let sites = &mut self.mmu.as_mut().expect("checked above").sites;
+        wasmtime_mmu_dead_load::dead_load_with_context(&mut self.b, sites, base, mmu_poll_code());
     }
 
     /// The value of `v` if it is an `iconst` (as an unsigned 32-bit count).

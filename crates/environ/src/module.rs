@@ -272,10 +272,17 @@ impl ModuleInfo {
     /// memory thus needs no page besides its memories', and arming its
     /// store protects one page per memory.
     pub fn mmu_poll_memory(&self, first_accessed: Option<MemoryIndex>) -> Option<MemoryIndex> {
-        if self.memories.is_empty() {
+        if self.mmu_polls_through_vmctx() {
             return None;
         }
         Some(first_accessed.unwrap_or(MemoryIndex::from_u32(0)))
+    }
+
+    /// Whether this module's MMU polls read below `vmctx`, so that each of
+    /// its instances needs a poll page of its own (a module without linear
+    /// memory; see [`ModuleInfo::mmu_poll_memory`]).
+    pub fn mmu_polls_through_vmctx(&self) -> bool {
+        self.memories.is_empty()
     }
 
     /// Number of functions the module defines.

@@ -159,7 +159,7 @@ impl Instance {
     /// in. Imports, definitions and function references are the caller's
     /// to fill. With `mmu` (the store's MMU state, when the engine has MMU
     /// interruption on), the allocation of a module without memory gets a
-    /// poll page registered there (`ModuleInfo::mmu_poll_memory`).
+    /// poll page registered there (`ModuleInfo::mmu_polls_through_vmctx`).
     pub fn new(
         module: &Module,
         store: *mut StoreOpaque,
@@ -171,7 +171,7 @@ impl Instance {
         let size = PREFIX + module.offsets().size() as usize;
         let alloc = match mmu {
             // Polls of a module with a memory read below a memory's base.
-            Some(state) if module.info().mmu_poll_memory(None).is_none() => {
+            Some(state) if module.info().mmu_polls_through_vmctx() => {
                 Allocation::with_poll_page(size, state)?
             }
             _ => Allocation::heap(size)?,

@@ -235,19 +235,13 @@ impl Memory {
                     self.accessible,
                 )
             };
-            // The new page is armed along with the store's others before
-            // compiled code can see the new base; the old one is forgotten
-            // before it is unmapped.
-            let old_page = self.poll_page().map(|(_, page)| page);
+            // The old page is forgotten before it is unmapped, and the new
+            // one registered (armed at once if the store is armed) before
+            // compiled code can see the new base. No poll runs in between:
+            // growth runs in host code.
+            self.unregister_poll_page();
             let old = std::mem::replace(&mut self.mmap, mmap);
             self.register_poll_page();
-            if let (Some(page), Some(mmu)) = (old_page, &self.mmu) {
-                // SAFETY: the old page was registered when its mapping was
-                // made; we are on the store's thread in host code (growth
-                // runs in a builtin or a host call). `old` is unmapped only
-                // after this.
-                unsafe { mmu.remove_page(page) };
-            }
             drop(old);
             self.reservation = reservation;
         }

@@ -128,9 +128,8 @@ impl Mmap {
     /// into the `PROT_NONE` guard region below and splitting it out again,
     /// which made every interrupt about 0.4 µs slower. (A shared zero
     /// mapping has the same effect but costs a shared-memory object per
-    /// page, which made instantiation a quarter slower;
-    /// docs/mmu-interruption.md.) A forked child gets the page zeroed, which
-    /// is what it holds anyway.
+    /// page; docs/mmu-interruption.md.) A forked child gets the page zeroed,
+    /// which is what it holds anyway.
     ///
     /// # Safety
     ///
