@@ -148,6 +148,39 @@
 //! stack space, so a leaf function stays a leaf (the `leaf` golden files
 //! show no call).
 //!
+//! # Polls through a slot (pointer swap)
+//!
+//! [`dead_load_through_slot`] emits the other kind of poll: the page is not
+//! at a fixed place but wherever a pointer, the *slot*, says. The runtime
+//! arms by storing the address of a never-readable page into the slot (no
+//! system call, no TLB flush) and disarms by storing a readable page's
+//! address back. A poll is therefore two loads:
+//!
+//! ```text
+//! sequence_point
+//! page = load.i64 notrap aligned slot_base+SLOT   ; the reload
+//! v    = load.i32 aligned <trap code> page        ; the poll
+//! ```
+//!
+//! The reload must run at every poll site, or a loop would keep polling the
+//! page it found when it was entered. Unlike the poll, it cannot get a
+//! distinct offset per site (there is one slot), and alias analysis would
+//! replace every reload in a store-free loop by the first one: same base,
+//! offset, type and memory version. The leading `sequence_point` gives each
+//! reload a memory version of its own (the fence right before it, which no
+//! other load follows directly), so no two reloads share a key. The poll
+//! then reads through a value that differs per site, so it cannot be merged
+//! either, and it needs no distinct offset. The fence emits no code; what it
+//! costs is that loads elsewhere in the function are not reused across a
+//! poll, measured on the Sightglass programs in `docs/benchmarks.md`. The
+//! reload is `notrap` (the slot is always mapped) but neither `readonly`
+//! nor `can_move`: its value changes under the running code.
+//!
+//! The poll's base register holds the never-readable page's address when
+//! it faults, so running it again after disarming would fault again. A
+//! runtime must either repair that register or resume at the reload; see
+//! `wasmtime_mmu_environ::mmu_poll` for what ours does and why.
+//!
 //! # Caveats for the embedder
 //!
 //! * Do not emit other loads from or stores to the page at poll offsets;
@@ -480,4 +513,72 @@ pub fn dead_load_with_context(
         .value_def(value)
         .inst()
         .expect("a load's result is defined by the load")
+}
+
+/// The two instructions of a poll through a slot
+/// ([`dead_load_through_slot`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotPoll {
+    /// The reload of the slot: `load.i64` of the page address.
+    pub reload: ir::Inst,
+    /// The poll itself: `load.i32` through the reloaded address, carrying
+    /// the trap code.
+    pub poll: ir::Inst,
+}
+
+/// Emits one poll through a slot at the builder's current position: a
+/// `sequence_point`, a reload of the page address from
+/// `slot_base + slot_offset`, and a load of an `i32` through that address
+/// with trap code `trap_code`, whose result is unused (see "Polls through a
+/// slot" in the crate documentation for why each reload survives).
+///
+/// `slot_base` is an `I64` value that dominates the current position, and
+/// `slot_base + slot_offset` an 8-byte aligned, always-readable location
+/// holding the address of a page at least 4 bytes long and aligned to 4.
+/// Give `slot_offset` a value the target encodes in the load itself
+/// (within [`DirectOffsets::for_isa`]), so that the reload needs no
+/// register besides its result.
+///
+/// # Panics
+///
+/// If `slot_base` is not an `I64` value, if `slot_offset` is not a
+/// multiple of 8, or if the builder has no current block.
+pub fn dead_load_through_slot(
+    builder: &mut FunctionBuilder<'_>,
+    slot_base: ir::Value,
+    slot_offset: i32,
+    trap_code: TrapCode,
+) -> SlotPoll {
+    let base_ty = builder.func.dfg.value_type(slot_base);
+    assert_eq!(
+        base_ty,
+        types::I64,
+        "the base of the slot must be an I64 value, not {base_ty}"
+    );
+    assert!(
+        slot_offset % 8 == 0,
+        "the slot must be 8-byte aligned (offset {slot_offset})"
+    );
+    builder.ins().sequence_point();
+    let reload_flags = MemFlagsData::new().with_notrap().with_aligned();
+    debug_assert!(!reload_flags.readonly() && !reload_flags.can_move());
+    let page = builder
+        .ins()
+        .load(types::I64, reload_flags, slot_base, slot_offset);
+    let poll_flags = MemFlagsData::new()
+        .with_aligned()
+        .with_trap_code(Some(trap_code));
+    let value = builder.ins().load(types::I32, poll_flags, page, 0);
+    let inst_of = |v: ir::Value| {
+        builder
+            .func
+            .dfg
+            .value_def(v)
+            .inst()
+            .expect("a load's result is defined by the load")
+    };
+    SlotPoll {
+        reload: inst_of(page),
+        poll: inst_of(value),
+    }
 }

@@ -13,12 +13,14 @@ use cranelift_codegen::print_errors::pretty_error;
 use cranelift_codegen::{Context, FinalizedRelocTarget};
 use cranelift_frontend::FunctionBuilderContext;
 use rayon::prelude::*;
+use target_lexicon::Architecture;
 use wasmparser::FuncValidatorAllocations;
 use wasmtime_mmu_environ::builtins::HostLibcall;
 use wasmtime_mmu_environ::{
     AddressMapEntry, CompiledModuleArtifacts, DefinedFuncIndex, EntityRef, FunctionBodyData,
-    FunctionLoc, MemoryIndex, MemoryPlan, ModuleInfo, ModuleTranslation, PrimaryMap, Relocation,
-    Trap, TrapSite, TrapSiteKind, Tunables, TypeIndex, VMOffsets, WasmFuncType, WasmValType,
+    FunctionLoc, MemoryIndex, MemoryPlan, MmuInterruptionMode, ModuleInfo, ModuleTranslation,
+    PrimaryMap, Relocation, Trap, TrapSite, TrapSiteKind, Tunables, TypeIndex, VMOffsets,
+    WasmFuncType, WasmValType, mmu_poll,
 };
 
 /// Alignment of every function in the text.
@@ -284,12 +286,59 @@ fn compile_function(
         .unwrap_or_default();
     let compiled = codegen(cx.isa, &mut ts.codegen_ctx, want_disasm)
         .with_context(|| format!("compiling function {}{name}", func_index.as_u32()))?;
+    if cx.tunables.mmu_interruption
+        && cx.tunables.mmu_interruption_mode == MmuInterruptionMode::PointerSwap
+    {
+        check_slot_polls(cx.isa, &compiled)
+            .with_context(|| format!("compiling function {}{name}", func_index.as_u32()))?;
+    }
     let clif = if want_disasm {
         ts.codegen_ctx.func.display().to_string()
     } else {
         String::new()
     };
     Ok((compiled, clif))
+}
+
+/// Checks that every MMU poll of a function compiled for pointer-swap
+/// polls is an instruction the signal handler can repair: a 32-bit load
+/// from a base register plus an immediate, decoded by the same function the
+/// handler uses (`wasmtime_mmu_environ::mmu_poll`). A Cranelift that
+/// lowered the poll otherwise would make interrupts crash the process;
+/// failing here turns that into a compile error.
+fn check_slot_polls(isa: &dyn TargetIsa, compiled: &CompiledFunc) -> Result<()> {
+    let arch = isa.triple().architecture;
+    for &(offset, kind) in &compiled.traps {
+        if kind != TrapSiteKind::MmuPoll {
+            continue;
+        }
+        let code = compiled.code.get(offset as usize..).unwrap_or_default();
+        let decoded = match arch {
+            Architecture::X86_64 => mmu_poll::decode_x86_64(code),
+            Architecture::Aarch64(_) => code
+                .get(..4)
+                .and_then(|w| w.try_into().ok())
+                .and_then(|w| mmu_poll::decode_aarch64(u32::from_le_bytes(w))),
+            other => bail!("pointer-swap MMU polls are not supported on {other}"),
+        };
+        let Some(load) = decoded else {
+            bail!(
+                "internal compiler error: the MMU poll at code offset {offset:#x} is not a \
+                 32-bit load from a base register plus an immediate ({:02x?})",
+                &code[..code.len().min(8)]
+            );
+        };
+        // The aarch64 trampoline resumes through x16 (and Cranelift may use
+        // x17 as scratch), so neither may be the register it repairs.
+        if matches!(arch, Architecture::Aarch64(_)) && matches!(load.base, 16 | 17) {
+            bail!(
+                "internal compiler error: the MMU poll at code offset {offset:#x} reads \
+                 through x{}, a scratch register",
+                load.base
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Compiles `items` with `f`, in parallel when `parallel`, keeping order and

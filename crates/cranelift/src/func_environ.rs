@@ -21,7 +21,8 @@ use wasmparser::Operator;
 use wasmtime_mmu_environ::builtins::{BuiltinFunctionIndex, BuiltinType};
 use wasmtime_mmu_environ::vm::*;
 use wasmtime_mmu_environ::{
-    ConstOp, DataIndex, ElemIndex, FuncIndex, GlobalIndex, MemoryIndex, TableIndex, Trap, TypeIndex,
+    ConstOp, DataIndex, ElemIndex, FuncIndex, GlobalIndex, MemoryIndex, MmuInterruptionMode,
+    TableIndex, Trap, TypeIndex,
 };
 
 /// Alias-region kinds; a region's id is `kind << 24 | index`.
@@ -990,8 +991,32 @@ impl FuncTranslator<'_, '_> {
             PollBase::Vmctx => self.vmctx,
             PollBase::Heap(index) => self.heap_base(index),
         };
-        let sites = &mut self.mmu.as_mut().expect("checked above").sites;
-        wasmtime_mmu_dead_load::dead_load_with_context(&mut self.b, sites, base, mmu_poll_code());
+        match self.cx.tunables.mmu_interruption_mode {
+            MmuInterruptionMode::Mprotect => {
+                let sites = &mut self.mmu.as_mut().expect("checked above").sites;
+                wasmtime_mmu_dead_load::dead_load_with_context(
+                    &mut self.b,
+                    sites,
+                    base,
+                    mmu_poll_code(),
+                );
+            }
+            MmuInterruptionMode::PointerSwap => {
+                // The slot sits at the top of the same page the mprotect
+                // mode reads, a small negative offset that every target
+                // encodes in the load.
+                let slot_offset = match poll_base {
+                    PollBase::Vmctx => VMCTX_MMU_POLL_SLOT_OFFSET,
+                    PollBase::Heap(_) => HEAP_MMU_POLL_SLOT_OFFSET,
+                };
+                wasmtime_mmu_dead_load::dead_load_through_slot(
+                    &mut self.b,
+                    base,
+                    slot_offset,
+                    mmu_poll_code(),
+                );
+            }
+        }
     }
 
     /// The value of `v` if it is an `iconst` (as an unsigned 32-bit count).

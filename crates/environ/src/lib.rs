@@ -14,12 +14,15 @@
 //!   decides both the runtime's allocation and the compiler's bounds checks.
 //! * [`Trap`] and the trap-code encoding shared by the trap tables.
 //! * [`builtins`]: the runtime functions that compiled code calls.
+//! * [`mmu_poll`]: what a pointer-swap poll's machine instruction looks like,
+//!   checked by the compiler at every site and decoded by the signal handler.
 //! * [`CompiledModuleArtifacts`]: what the compiler hands the runtime.
 
 #![deny(missing_docs)]
 
 pub mod builtins;
 mod compiled;
+pub mod mmu_poll;
 mod module;
 mod trap;
 mod tunables;

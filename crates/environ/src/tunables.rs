@@ -28,6 +28,32 @@ pub struct Tunables {
     /// at function entries, loop headers and before expensive bulk
     /// operations.
     pub mmu_interruption: bool,
+    /// How an interrupt is armed, which decides what a poll looks like
+    /// (only meaningful with `mmu_interruption`).
+    pub mmu_interruption_mode: MmuInterruptionMode,
+}
+
+/// How an MMU interrupt makes the next poll fault; the public
+/// `Config::mmu_interruption_mode` documents the choice for embedders.
+///
+/// The two modes compile different polls, so they are part of
+/// [`Tunables`]: code compiled for one cannot run in the other.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MmuInterruptionMode {
+    /// The interrupter makes the store's poll pages unreadable with
+    /// `mprotect`, and makes them readable again on disarm. A poll is one
+    /// load through a base register compiled code has anyway. Each arm is a
+    /// system call, and the kernel flushes the page from the TLB of every
+    /// CPU running a thread of the process.
+    #[default]
+    Mprotect,
+    /// Each poll page holds a pointer, the *slot* (at
+    /// `vm::MMU_POLL_SLOT_IN_PAGE`), to one of two process-wide pages: one
+    /// always readable, one never. The interrupter stores the unreadable
+    /// page's address into the slot and disarming stores the readable
+    /// one's back: no system call and no TLB flush. A poll reloads the slot
+    /// and reads through what it found, two loads instead of one.
+    PointerSwap,
 }
 
 impl Default for Tunables {
@@ -41,6 +67,7 @@ impl Default for Tunables {
             epoch_interruption: false,
             consume_fuel: false,
             mmu_interruption: false,
+            mmu_interruption_mode: MmuInterruptionMode::Mprotect,
         }
     }
 }

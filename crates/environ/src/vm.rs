@@ -301,6 +301,27 @@ pub const VMCTX_MMU_POLL_PAGE_OFFSET: i32 = -((MMU_POLL_PAGE_SIZE + VMCTX_PREFIX
 /// the base, so no guest access reaches this page.
 pub const HEAP_MMU_POLL_PAGE_OFFSET: i32 = -(MMU_POLL_PAGE_SIZE as i32);
 
+/// Where a poll page's *slot* lies inside the page, in
+/// `MmuInterruptionMode::PointerSwap`: its last 8 bytes, holding the
+/// address of the page that the function's polls read through (the
+/// process's always-readable page, or its never-readable one while the
+/// store is armed).
+///
+/// The last bytes, because the slot is then a small negative distance from
+/// the base a poll reads through ([`HEAP_MMU_POLL_SLOT_OFFSET`],
+/// [`VMCTX_MMU_POLL_SLOT_OFFSET`]), which every target encodes in the load
+/// itself (aarch64's `ldur` reaches 256 bytes below its base register).
+pub const MMU_POLL_SLOT_IN_PAGE: usize = MMU_POLL_PAGE_SIZE - 8;
+
+/// The slot of a linear memory's poll page, relative to the memory's base
+/// (pointer-swap polls; see [`MMU_POLL_SLOT_IN_PAGE`]).
+pub const HEAP_MMU_POLL_SLOT_OFFSET: i32 = HEAP_MMU_POLL_PAGE_OFFSET + MMU_POLL_SLOT_IN_PAGE as i32;
+
+/// The slot of an instance's poll page, relative to its `vmctx`
+/// (pointer-swap polls; see [`MMU_POLL_SLOT_IN_PAGE`]).
+pub const VMCTX_MMU_POLL_SLOT_OFFSET: i32 =
+    VMCTX_MMU_POLL_PAGE_OFFSET + MMU_POLL_SLOT_IN_PAGE as i32;
+
 /// Offset of [`VMContextHeader::magic`].
 pub const VMCTX_MAGIC_OFFSET: u32 = offset_of!(VMContextHeader, magic) as u32;
 /// Offset of [`VMContextHeader::store_context`].

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::num::NonZeroUsize;
 use wasmparser::WasmFeatures;
+pub use wasmtime_environ::MmuInterruptionMode;
 use wasmtime_environ::Tunables;
 
 /// The settings an [`Engine`](crate::Engine) is built from: which
@@ -982,6 +983,54 @@ impl Config {
         self
     }
 
+    /// Chooses how [`MmuInterrupter::interrupt`](crate::MmuInterrupter::interrupt)
+    /// makes the next poll fault, when [`Config::mmu_interruption`] is on.
+    ///
+    /// ## The two modes
+    ///
+    /// - [`MmuInterruptionMode::Mprotect`]: the interrupter changes the
+    ///   protection of the store's poll pages with `mprotect`. A poll is a
+    ///   single load. Each interrupt costs a system call, and the kernel
+    ///   then flushes the page from the TLB of every CPU that runs a thread
+    ///   of this process, busy with this store or not: the more threads run
+    ///   guests, the more every interrupt costs all of them.
+    /// - [`MmuInterruptionMode::PointerSwap`]: every poll page holds a
+    ///   pointer that names one of two pages of the process, one always
+    ///   readable and one never; a poll reloads that pointer and reads
+    ///   through it. The interrupter stores the unreadable page's address
+    ///   into the pointer: no system call, no TLB flush, nothing for other
+    ///   CPUs to do. A poll is two loads instead of one, and the reload
+    ///   keeps the optimizer from reusing other loads across a poll.
+    ///
+    /// Both modes deliver interrupts the same way once the poll faults, run
+    /// the same behaviours (trap, yield, callback), tie an interrupt to the
+    /// call in progress, and are exercised by the same tests. The measured
+    /// costs of each (poll overhead, round trip, delivery latency under
+    /// load, time-sliced throughput) are in `docs/benchmarks.md` and the
+    /// reasoning in `docs/mmu-interruption.md`.
+    ///
+    /// The mode changes the compiled code, so modules compiled by an engine
+    /// in one mode run only on engines in the same mode.
+    ///
+    /// ## Default
+    ///
+    /// [`MmuInterruptionMode::Mprotect`].
+    ///
+    /// # Errors
+    ///
+    /// None by itself. Without [`Config::mmu_interruption`] the mode has no
+    /// effect. With it, [`Engine::new`](crate::Engine::new) fails in
+    /// pointer-swap mode if the process's two pages cannot be mapped, and
+    /// otherwise as documented for [`Config::mmu_interruption`].
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn mmu_interruption_mode(&mut self, mode: MmuInterruptionMode) -> &mut Self {
+        self.tunables.mmu_interruption_mode = mode;
+        self
+    }
+
     /// Compiles WebAssembly to count what it executes against a per-store
     /// budget of *fuel*, and to stop when the budget is spent.
     ///
@@ -1236,6 +1285,9 @@ impl Config {
                 anyhow::bail!(
                     "`Config::mmu_interruption` needs {expected}-byte host pages, but this host's are {page_size} bytes"
                 );
+            }
+            if self.tunables.mmu_interruption_mode == MmuInterruptionMode::PointerSwap {
+                crate::runtime::vm::mmu_interrupt::SwapPages::get().map_err(anyhow::Error::msg)?;
             }
         }
         if !self.signals_based_traps {

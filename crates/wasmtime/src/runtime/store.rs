@@ -931,7 +931,8 @@ impl<T> Drop for Store<T> {
 impl StoreOpaque {
     fn new(engine: &Engine) -> Result<StoreOpaque> {
         let mmu = if engine.config().tunables.mmu_interruption {
-            let state = Arc::new(MmuInterruptState::new());
+            let mode = engine.config().tunables.mmu_interruption_mode;
+            let state = Arc::new(MmuInterruptState::new(mode).map_err(anyhow::Error::msg)?);
             engine.mmu_stores().add(&state);
             Some(state)
         } else {

@@ -84,7 +84,7 @@ impl Allocation {
             .context("VMContext too large")?;
         let mapping = Mmap::read_write(len).context("failed to map a VMContext")?;
         // SAFETY: the mapping is fresh and nobody uses it yet.
-        unsafe { mapping.make_poll_page(0, MMU_POLL_PAGE_SIZE) }
+        unsafe { mapping.make_poll_page(0, MMU_POLL_PAGE_SIZE, state.mode()) }
             .context("failed to map an MMU poll page")?;
         // SAFETY: the page is the start of our own mapping, page-aligned,
         // readable and holding no data; the mapping lives in the returned

@@ -24,7 +24,9 @@ use anyhow::{Context, Result, bail};
 use std::cell::UnsafeCell;
 use std::sync::Arc;
 use wasmtime_environ::vm::{MMU_POLL_PAGE_SIZE, VMMemoryDefinition};
-use wasmtime_environ::{MemoryPlan, Tunables, WASM_PAGE_SIZE, WASM32_MAX_PAGES, WasmMemoryType};
+use wasmtime_environ::{
+    MemoryPlan, MmuInterruptionMode, Tunables, WASM_PAGE_SIZE, WASM32_MAX_PAGES, WasmMemoryType,
+};
 
 /// A linear memory.
 #[derive(Debug)]
@@ -97,7 +99,8 @@ impl Memory {
         }
         let minimum = usize::try_from(ty.minimum * WASM_PAGE_SIZE)?;
         let reservation = usize::try_from(plan.reservation)?;
-        let mmap = map_memory(&plan, reservation, minimum)?;
+        let poll_mode = mmu.as_deref().map(MmuInterruptState::mode);
+        let mmap = map_memory(&plan, reservation, minimum, poll_mode)?;
         let (definition, owned) = match definition {
             Some(d) => (d, None),
             None => {
@@ -225,7 +228,8 @@ impl Memory {
                 .max(new_bytes)
                 .checked_next_multiple_of(WASM_PAGE_SIZE)?;
             let reservation = usize::try_from(reservation).ok()?;
-            let mmap = map_memory(&self.plan, reservation, new_len).ok()?;
+            let poll_mode = self.mmu.as_deref().map(MmuInterruptState::mode);
+            let mmap = map_memory(&self.plan, reservation, new_len, poll_mode).ok()?;
             // SAFETY: both ranges are read-write and at least `accessible`
             // bytes long; the mappings are distinct.
             unsafe {
@@ -259,9 +263,14 @@ impl Drop for Memory {
 
 /// Maps `guard_before + reservation + guard_size` bytes and makes the first
 /// `accessible` bytes after the leading guard read-write, and, with an MMU
-/// poll page, the last page of the leading guard a readable poll page
-/// (`Mmap::make_poll_page`).
-fn map_memory(plan: &MemoryPlan, reservation: usize, accessible: usize) -> Result<Mmap> {
+/// poll page, the last page of the leading guard a poll page for
+/// `poll_mode`, the store's arming mode (`Mmap::make_poll_page`).
+fn map_memory(
+    plan: &MemoryPlan,
+    reservation: usize,
+    accessible: usize,
+    poll_mode: Option<MmuInterruptionMode>,
+) -> Result<Mmap> {
     let total = plan
         .guard_before
         .checked_add(reservation as u64)
@@ -280,9 +289,11 @@ fn map_memory(plan: &MemoryPlan, reservation: usize, accessible: usize) -> Resul
         let page = guard_before
             .checked_sub(MMU_POLL_PAGE_SIZE)
             .context("no room for an MMU poll page before a linear memory")?;
+        let mode = poll_mode.context("a memory with an MMU poll page needs its store's mode")?;
         // SAFETY: the page lies in the fresh mapping's leading guard, which
-        // nothing uses; it becomes readable zeros.
-        unsafe { mmap.make_poll_page(page, MMU_POLL_PAGE_SIZE) }
+        // nothing uses; it becomes zeros, readable (and, in pointer-swap
+        // mode, writable).
+        unsafe { mmap.make_poll_page(page, MMU_POLL_PAGE_SIZE, mode) }
             .context("failed to map a linear memory's MMU poll page")?;
     }
     Ok(mmap)

@@ -42,10 +42,85 @@
 //! instance created by a host function during an interrupted call) starts
 //! out protected, so the request reaches whichever code polls first.
 
+//!
+//! # Pointer swap
+//!
+//! In [`MmuInterruptionMode::PointerSwap`] the same pages exist and are
+//! registered the same way, but they stay readable and writable, and each
+//! holds a slot ([`MMU_POLL_SLOT_IN_PAGE`]) with the address of one of the
+//! process's two swap pages ([`SwapPages`]). Arming stores the
+//! never-readable page's address into every registered slot, disarming
+//! stores the readable page's address back: one atomic store per page
+//! instead of one `mprotect`, so no TLB flush reaches other CPUs. The
+//! protocol around `generation` and `requested` is unchanged.
+
 use std::cell::UnsafeCell;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use wasmtime_environ::vm::MMU_POLL_PAGE_SIZE;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use wasmtime_environ::MmuInterruptionMode;
+use wasmtime_environ::vm::{MMU_POLL_PAGE_SIZE, MMU_POLL_SLOT_IN_PAGE};
+
+/// The process's two pages for pointer-swap polls: a poll reads through
+/// whichever of them its slot names.
+///
+/// Mapped once, on first use, and never unmapped: slots of live stores
+/// name them, and a page that could be unmapped would need the same
+/// registration protocol as the poll pages for no gain (8 KiB of address
+/// space, 4 KiB of it a never-touched zero page).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwapPages {
+    /// Always readable (zeros): the slot's value while disarmed.
+    pub readable: usize,
+    /// Never readable: the slot's value while armed.
+    pub unreadable: usize,
+}
+
+impl SwapPages {
+    /// The process's swap pages, mapped on the first call.
+    ///
+    /// # Errors
+    ///
+    /// If the kernel refuses the mapping (the error is kept: every later
+    /// call reports the same).
+    pub fn get() -> Result<SwapPages, String> {
+        static PAGES: OnceLock<Result<SwapPages, String>> = OnceLock::new();
+        PAGES.get_or_init(SwapPages::map).clone()
+    }
+
+    fn map() -> Result<SwapPages, String> {
+        let len = 2 * MMU_POLL_PAGE_SIZE;
+        // SAFETY: a fresh private anonymous mapping at an address of the
+        // kernel's choosing touches no existing memory.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(format!(
+                "cannot map the MMU pointer-swap pages: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        // SAFETY: the first page of the mapping we just made; nothing else
+        // knows the mapping yet.
+        if unsafe { libc::mprotect(ptr, MMU_POLL_PAGE_SIZE, libc::PROT_READ) } != 0 {
+            let error = std::io::Error::last_os_error();
+            // SAFETY: our own mapping, unused.
+            unsafe { libc::munmap(ptr, len) };
+            return Err(format!("cannot map the MMU pointer-swap pages: {error}"));
+        }
+        Ok(SwapPages {
+            readable: ptr as usize,
+            unreadable: ptr as usize + MMU_POLL_PAGE_SIZE,
+        })
+    }
+}
 
 /// The state a store shares with its interrupters.
 #[derive(Debug)]
@@ -71,6 +146,10 @@ pub struct MmuInterruptState {
     /// Whether the store's Wasm is executing on some thread now: a call is
     /// in progress and not suspended at a yield.
     running: AtomicBool,
+    /// How arming works; fixed for the store's life.
+    mode: MmuInterruptionMode,
+    /// The swap pages, in pointer-swap mode.
+    swap: Option<SwapPages>,
 }
 
 // SAFETY: `pages` is the only field that is not `Sync` by itself; the
@@ -82,19 +161,42 @@ pub struct MmuInterruptState {
 unsafe impl Sync for MmuInterruptState {}
 
 impl MmuInterruptState {
-    /// A state with no pages, no call in progress and nothing requested.
-    pub fn new() -> MmuInterruptState {
-        MmuInterruptState {
+    /// A state with no pages, no call in progress and nothing requested,
+    /// arming as `mode` says.
+    ///
+    /// # Errors
+    ///
+    /// In pointer-swap mode, if the process's swap pages cannot be mapped.
+    pub fn new(mode: MmuInterruptionMode) -> Result<MmuInterruptState, String> {
+        let swap = match mode {
+            MmuInterruptionMode::Mprotect => None,
+            MmuInterruptionMode::PointerSwap => Some(SwapPages::get()?),
+        };
+        Ok(MmuInterruptState {
             arming: Mutex::new(false),
             pages: UnsafeCell::new(Vec::new()),
             generation: AtomicU64::new(0),
             requested: AtomicU64::new(0),
             running: AtomicBool::new(false),
-        }
+            mode,
+            swap,
+        })
     }
 
-    /// Adds the poll page at `start` (readable, [`MMU_POLL_PAGE_SIZE`]
-    /// bytes), protecting it at once if the store is armed now.
+    /// How this store arms.
+    pub fn mode(&self) -> MmuInterruptionMode {
+        self.mode
+    }
+
+    /// The swap pages, in pointer-swap mode.
+    pub fn swap_pages(&self) -> Option<SwapPages> {
+        self.swap
+    }
+
+    /// Adds the poll page at `start` ([`MMU_POLL_PAGE_SIZE`] bytes), armed
+    /// at once if the store is armed now. In mprotect mode the page is
+    /// readable; in pointer-swap mode it is readable and writable, and this
+    /// writes its slot.
     ///
     /// # Safety
     ///
@@ -109,8 +211,11 @@ impl MmuInterruptState {
         let pages = unsafe { &mut *self.pages.get() };
         let at = pages.binary_search(&start).unwrap_or_else(|at| at);
         pages.insert(at, start);
-        if *armed {
-            protect(start, libc::PROT_NONE);
+        match self.swap {
+            None if *armed => protect(start, libc::PROT_NONE),
+            None => {}
+            // A fresh slot holds zero, which no poll may read through.
+            Some(swap) => set_slot(start, swap, *armed),
         }
     }
 
@@ -130,20 +235,27 @@ impl MmuInterruptState {
         }
     }
 
-    /// Whether `addr` lies in one of the store's poll pages. Takes no lock
-    /// and allocates nothing.
+    /// Whether a poll of this store that faulted at `addr` faulted the
+    /// way an armed poll does: inside one of the store's poll pages in
+    /// mprotect mode, inside the unreadable swap page in pointer-swap mode.
+    /// Takes no lock and allocates nothing.
     ///
     /// # Safety
     ///
     /// Only for the signal handler of a fault at a poll of this store's
     /// Wasm, on the thread executing it (see the comment on `pages`).
-    pub unsafe fn in_poll_page(&self, addr: usize) -> bool {
-        // SAFETY: per the contract this thread is at a poll, so the only
-        // writer (this thread, in host code) is not mid-change; other
-        // threads only read.
-        let pages = unsafe { &*self.pages.get() };
+    pub unsafe fn is_armed_poll_fault(&self, addr: usize) -> bool {
         let start = addr & !(MMU_POLL_PAGE_SIZE - 1);
-        pages.binary_search(&start).is_ok()
+        match self.swap {
+            Some(swap) => start == swap.unreadable,
+            None => {
+                // SAFETY: per the contract this thread is at a poll, so the
+                // only writer (this thread, in host code) is not
+                // mid-change; other threads only read.
+                let pages = unsafe { &*self.pages.get() };
+                pages.binary_search(&start).is_ok()
+            }
+        }
     }
 
     /// How many poll pages the store has (one per memory, and one per
@@ -211,23 +323,43 @@ impl MmuInterruptState {
             return;
         }
         *state = armed;
-        let prot = if armed {
-            libc::PROT_NONE
-        } else {
-            libc::PROT_READ
-        };
         // SAFETY: reading under `arming`, which every writer holds.
         let pages = unsafe { &*self.pages.get() };
-        for &start in pages {
-            protect(start, prot);
+        match self.swap {
+            None => {
+                let prot = if armed {
+                    libc::PROT_NONE
+                } else {
+                    libc::PROT_READ
+                };
+                for &start in pages {
+                    protect(start, prot);
+                }
+            }
+            Some(swap) => {
+                for &start in pages {
+                    set_slot(start, swap, armed);
+                }
+            }
         }
     }
 }
 
-impl Default for MmuInterruptState {
-    fn default() -> MmuInterruptState {
-        MmuInterruptState::new()
-    }
+/// Points a registered pointer-swap poll page's slot at the unreadable
+/// page (armed) or the readable one.
+fn set_slot(start: usize, swap: SwapPages, armed: bool) {
+    let target = if armed {
+        swap.unreadable
+    } else {
+        swap.readable
+    };
+    // SAFETY: `start` is a registered poll page (callers hold `arming`, so
+    // it cannot be unregistered and unmapped meanwhile), readable and
+    // writable in this mode, and the slot is an aligned `usize` inside it
+    // that only polls read and only this function writes; all accesses
+    // from Rust are atomic, and compiled code only reads it.
+    let slot = unsafe { AtomicUsize::from_ptr((start + MMU_POLL_SLOT_IN_PAGE) as *mut usize) };
+    slot.store(target, Ordering::SeqCst);
 }
 
 /// Sets a registered poll page's protection, aborting on failure.

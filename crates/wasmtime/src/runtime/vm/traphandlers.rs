@@ -29,7 +29,7 @@
 
 use super::arch::{self, JmpBuf};
 use super::code_memory::{CodeMemory, lookup_trap_site};
-use super::mmu_interrupt::MmuInterruptState;
+use super::mmu_interrupt::{MmuInterruptState, SwapPages};
 use crate::runtime::store::StoreOpaque;
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
@@ -194,6 +194,17 @@ impl CodeSnapshot {
         let traps = unsafe { std::slice::from_raw_parts(e.traps, e.num_traps) };
         lookup_trap_site(traps, u32::try_from(pc - e.start).ok()?)
     }
+
+    /// The end of the text that contains `pc`, if it is this store's code.
+    /// Async-signal-safe.
+    pub fn text_end(&self, pc: usize) -> Option<usize> {
+        let i = self
+            .entries
+            .partition_point(|e| e.start <= pc)
+            .checked_sub(1)?;
+        let e = &self.entries[i];
+        (pc < e.end).then_some(e.end)
+    }
 }
 
 /// A store's registry of loaded code, for the signal handler.
@@ -347,18 +358,47 @@ impl Activation {
         snapshot.lookup(pc)
     }
 
-    /// Whether `addr` lies in one of the poll pages of the activation's
-    /// store. Async-signal-safe: no lock, no allocation.
+    /// Whether a poll of this activation's code that faulted at `addr`
+    /// faulted as an armed poll of its store does
+    /// ([`MmuInterruptState::is_armed_poll_fault`]). Async-signal-safe: no
+    /// lock, no allocation.
     ///
     /// # Safety
     ///
     /// Only for the signal handler of a fault at a poll site of this
     /// activation's code, on the activation's thread.
-    pub unsafe fn in_mmu_poll_page(&self, addr: usize) -> bool {
+    pub unsafe fn is_armed_mmu_poll_fault(&self, addr: usize) -> bool {
         // SAFETY: the store (which owns the state) outlives its
         // activations; the caller is the signal handler at a poll, as
-        // `in_poll_page` requires.
-        !self.mmu.is_null() && unsafe { (*self.mmu).in_poll_page(addr) }
+        // `is_armed_poll_fault` requires.
+        !self.mmu.is_null() && unsafe { (*self.mmu).is_armed_poll_fault(addr) }
+    }
+
+    /// The swap pages of the activation's store, in pointer-swap mode.
+    /// Async-signal-safe.
+    pub fn mmu_swap_pages(&self) -> Option<SwapPages> {
+        // SAFETY: the store (which owns the state) outlives its
+        // activations, and `swap_pages` reads a field fixed at creation.
+        (!self.mmu.is_null())
+            .then(|| unsafe { (*self.mmu).swap_pages() })
+            .flatten()
+    }
+
+    /// The machine code from `pc` to the end of the text that holds it, if
+    /// `pc` is in this activation's store's code. Async-signal-safe.
+    ///
+    /// # Safety
+    ///
+    /// Must be called while the activation is live.
+    pub unsafe fn code_from(&self, pc: usize) -> Option<&[u8]> {
+        // SAFETY: as in `lookup_trap`.
+        let snapshot = unsafe { &*(*self.code).load(Ordering::Acquire) };
+        let end = snapshot.text_end(pc)?;
+        // SAFETY: `[pc, end)` lies in the text of a `CodeMemory` that the
+        // store's registry keeps mapped, readable and unchanged for as long
+        // as the store lives, which outlasts this activation and so the
+        // borrow of `self`.
+        Some(unsafe { std::slice::from_raw_parts(pc as *const u8, end - pc) })
     }
 
     /// Records the PC of a faulting poll for the poll trampoline.

@@ -19,6 +19,8 @@
 //! Jump buffer layout (8-byte words): `x19`–`x28` at 0..10, `d8`–`d15` at
 //! 10..18, `sp` (= the catch frame's `x29`) at 18.
 
+use crate::runtime::vm::mmu_interrupt::SwapPages;
+use wasmtime_environ::mmu_poll;
 use wasmtime_environ::vm::{VMEntryTrampoline, VMFuncRef, ValRaw};
 
 /// Saved registers of a catch point.
@@ -163,6 +165,41 @@ pub unsafe fn redirect_to_mmu_poll_trampoline(cx: *mut libc::c_void) {
     // SAFETY: per the contract, `cx` is a valid, writable `ucontext_t`.
     let cx = unsafe { &mut *cx.cast::<libc::ucontext_t>() };
     cx.uc_mcontext.pc = wasmtime_mmu_poll_trampoline as *const () as u64;
+}
+
+/// Repairs a pointer-swap poll that faulted on the unreadable swap page:
+/// decodes the poll at the start of `code` (the bytes at the faulting PC),
+/// checks that its base register holds exactly `swap.unreadable`, and
+/// points that register at `swap.readable`, so that the same load runs
+/// again without faulting. Returns `false`, changing nothing, if the
+/// instruction is not a poll's load or its base register holds anything
+/// else: that fault is not an armed poll's, and the caller chains it.
+///
+/// Only the base register changes. The load writes nothing but its
+/// destination, whose value is unused, so running it again is the whole
+/// effect of resuming there (`wasmtime_environ::mmu_poll`). The compiler
+/// refused any poll through x16 or x17, so the trampoline's `br x16` does
+/// not undo the repair.
+///
+/// # Safety
+///
+/// `cx` must be the `ucontext_t` a signal handler received for a fault
+/// whose PC is the start of `code`.
+pub unsafe fn repair_slot_poll(cx: *mut libc::c_void, code: &[u8], swap: SwapPages) -> bool {
+    let Some(word) = code.get(..4).and_then(|w| <[u8; 4]>::try_from(w).ok()) else {
+        return false;
+    };
+    let Some(load) = mmu_poll::decode_aarch64(u32::from_le_bytes(word)) else {
+        return false;
+    };
+    // SAFETY: per the contract, `cx` is a valid, writable `ucontext_t`.
+    let cx = unsafe { &mut *cx.cast::<libc::ucontext_t>() };
+    let register = &mut cx.uc_mcontext.regs[usize::from(load.base)];
+    if *register as usize != swap.unreadable || load.displacement != 0 {
+        return false;
+    }
+    *register = swap.readable as u64;
+    true
 }
 
 /// Rewrites the interrupted context so that, after `sigreturn`, the thread

@@ -19,6 +19,8 @@
 //! The jump buffer layout (in 8-byte words) is private to this file:
 //! `[rbx, rbp(catch frame), r12, r13, r14, r15, rsp(after push rbp)]`.
 
+use crate::runtime::vm::mmu_interrupt::SwapPages;
+use wasmtime_environ::mmu_poll;
 use wasmtime_environ::vm::{VMEntryTrampoline, VMFuncRef, ValRaw};
 
 /// Saved registers of a catch point.
@@ -137,6 +139,57 @@ pub unsafe fn redirect_to_mmu_poll_trampoline(cx: *mut libc::c_void) {
     // SAFETY: per the contract, `cx` is a valid, writable `ucontext_t`.
     let cx = unsafe { &mut *cx.cast::<libc::ucontext_t>() };
     cx.uc_mcontext.gregs[libc::REG_RIP as usize] = wasmtime_mmu_poll_trampoline as *const () as i64;
+}
+
+/// Repairs a pointer-swap poll that faulted on the unreadable swap page:
+/// decodes the poll at the start of `code` (the bytes at the faulting PC),
+/// checks that its base register holds exactly `swap.unreadable`, and
+/// points that register at `swap.readable`, so that the same load runs
+/// again without faulting. Returns `false`, changing nothing, if the
+/// instruction is not a poll's load or its base register holds anything
+/// else: that fault is not an armed poll's, and the caller chains it.
+///
+/// Only the base register changes. The load writes nothing but its
+/// destination, whose value is unused, so running it again is the whole
+/// effect of resuming there (`wasmtime_environ::mmu_poll`).
+///
+/// # Safety
+///
+/// `cx` must be the `ucontext_t` a signal handler received for a fault
+/// whose PC is the start of `code`.
+pub unsafe fn repair_slot_poll(cx: *mut libc::c_void, code: &[u8], swap: SwapPages) -> bool {
+    let Some(load) = mmu_poll::decode_x86_64(code) else {
+        return false;
+    };
+    // Hardware register numbers (`rax`, `rcx`, ... `r15`) to glibc's
+    // `gregs` indices; 4 (`rsp`) is never a poll's base (the decoder
+    // rejects it).
+    let index = match load.base {
+        0 => libc::REG_RAX,
+        1 => libc::REG_RCX,
+        2 => libc::REG_RDX,
+        3 => libc::REG_RBX,
+        5 => libc::REG_RBP,
+        6 => libc::REG_RSI,
+        7 => libc::REG_RDI,
+        8 => libc::REG_R8,
+        9 => libc::REG_R9,
+        10 => libc::REG_R10,
+        11 => libc::REG_R11,
+        12 => libc::REG_R12,
+        13 => libc::REG_R13,
+        14 => libc::REG_R14,
+        15 => libc::REG_R15,
+        _ => return false,
+    } as usize;
+    // SAFETY: per the contract, `cx` is a valid, writable `ucontext_t`.
+    let cx = unsafe { &mut *cx.cast::<libc::ucontext_t>() };
+    let register = &mut cx.uc_mcontext.gregs[index];
+    if *register as usize != swap.unreadable || load.displacement != 0 {
+        return false;
+    }
+    *register = swap.readable as i64;
+    true
 }
 
 /// Rewrites the interrupted context so that, after `sigreturn`, the thread

@@ -4,6 +4,7 @@ use anyhow::{Result, bail};
 use std::io;
 use std::ptr::{self, NonNull};
 use std::sync::OnceLock;
+use wasmtime_environ::MmuInterruptionMode;
 
 /// The host's page size in bytes.
 pub fn host_page_size() -> usize {
@@ -120,21 +121,38 @@ impl Mmap {
         Ok(())
     }
 
-    /// Makes `[offset, offset + len)` an MMU poll page: read-only, and
-    /// marked `MADV_WIPEONFORK` so that its kernel area (VMA) carries a flag
-    /// its neighbours lack. The kernel merges adjacent areas only when their
-    /// flags and protections agree, so protecting and unprotecting the page
-    /// (arming a store) changes one area's protection instead of merging it
-    /// into the `PROT_NONE` guard region below and splitting it out again,
-    /// which made every interrupt about 0.4 µs slower. (A shared zero
-    /// mapping has the same effect but costs a shared-memory object per
-    /// page; docs/mmu-interruption.md.) A forked child gets the page zeroed,
+    /// Makes `[offset, offset + len)` an MMU poll page for `mode`.
+    ///
+    /// In mprotect mode the page is read-only, and marked `MADV_WIPEONFORK`
+    /// so that its kernel area (VMA) carries a flag its neighbours lack.
+    /// The kernel merges adjacent areas only when their flags and
+    /// protections agree, so protecting and unprotecting the page (arming a
+    /// store) changes one area's protection instead of merging it into the
+    /// `PROT_NONE` guard region below and splitting it out again, which
+    /// made every interrupt about 0.4 µs slower. (A shared zero mapping has
+    /// the same effect but costs a shared-memory object per page;
+    /// docs/mmu-interruption.md.) A forked child gets the page zeroed,
     /// which is what it holds anyway.
+    ///
+    /// In pointer-swap mode the page is readable and writable (its slot is
+    /// written on every arm and disarm) and its protection never changes
+    /// again, so there is nothing to keep from merging; a forked child
+    /// keeps the slot's value like any other memory.
     ///
     /// # Safety
     ///
-    /// Nothing may rely on writing the range, which becomes read-only.
-    pub unsafe fn make_poll_page(&self, offset: usize, len: usize) -> Result<()> {
+    /// In mprotect mode nothing may rely on writing the range, which
+    /// becomes read-only. Otherwise as for [`Mmap::protect`].
+    pub unsafe fn make_poll_page(
+        &self,
+        offset: usize,
+        len: usize,
+        mode: MmuInterruptionMode,
+    ) -> Result<()> {
+        if mode == MmuInterruptionMode::PointerSwap {
+            // SAFETY: forwarded to the caller.
+            return unsafe { self.make_accessible(offset, len) };
+        }
         // SAFETY: forwarded to the caller (`protect` checks the bounds).
         unsafe { self.protect(offset, len, libc::PROT_READ)? };
         // SAFETY: the range is inside this private anonymous mapping

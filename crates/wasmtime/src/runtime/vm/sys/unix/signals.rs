@@ -12,8 +12,11 @@
 //!
 //! A fault at an MMU poll site is not a trap: it is accepted only as
 //! `SIGSEGV`/`SEGV_ACCERR` inside one of the activation's store's poll pages
-//! and sent to the poll trampoline (see `docs/mmu-interruption.md`); any
-//! other fault there is chained like a fault that is not ours.
+//! (mprotect mode) or inside the unreadable swap page through a base
+//! register holding exactly that page's address (pointer-swap mode, where
+//! the register is then pointed at the readable page), and sent to the poll
+//! trampoline (see `docs/mmu-interruption.md`); any other fault there is
+//! chained like a fault that is not ours.
 //!
 //! The handler takes no locks, allocates nothing and touches only a
 //! `const`-initialized, destructor-free thread-local (see
@@ -166,9 +169,11 @@ unsafe fn handle_trap(
 const SEGV_ACCERR: libc::c_int = 2;
 
 /// Sends a thread whose MMU poll faulted to the poll trampoline, if the
-/// fault is exactly what an armed poll page produces: `SIGSEGV` with
+/// fault is exactly what an armed poll produces: `SIGSEGV` with
 /// `SEGV_ACCERR` at an address inside one of the activation's store's poll
-/// pages.
+/// pages (mprotect mode), or inside the unreadable swap page with that
+/// page's address in the poll's base register (pointer-swap mode, which
+/// also repairs the register).
 /// Anything else at a poll site is a runtime bug (a poll through a wrong
 /// pointer, a page unmapped too early) and is not handled here: the caller
 /// chains it to the previous handler rather than turning it into a Wasm
@@ -192,8 +197,25 @@ unsafe fn redirect_mmu_poll(
     let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
     // SAFETY: we are the handler of a fault at one of the activation's
     // poll sites, on its thread.
-    if code != SEGV_ACCERR || !unsafe { activation.in_mmu_poll_page(addr) } {
+    if code != SEGV_ACCERR || !unsafe { activation.is_armed_mmu_poll_fault(addr) } {
         return false;
+    }
+    // A pointer-swap poll faulted with the unreadable page's address in its
+    // base register: point it at the readable page, or the load would fault
+    // again when it runs after the interrupt.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    if let Some(swap) = activation.mmu_swap_pages() {
+        // SAFETY: the activation is live (caller contract) and `pc` is one
+        // of its poll sites; `context` is the kernel's `ucontext_t` for the
+        // fault at `pc`.
+        let repaired = unsafe {
+            activation
+                .code_from(pc)
+                .is_some_and(|code| arch::repair_slot_poll(context, code, swap))
+        };
+        if !repaired {
+            return false;
+        }
     }
     // Both trampolines (`arch/x86_64_mmu_poll.s`, `arch/aarch64_mmu_poll.s`)
     // take the poll's PC from the activation; only the context's PC
