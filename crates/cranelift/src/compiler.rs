@@ -328,6 +328,15 @@ fn check_slot_polls(isa: &dyn TargetIsa, compiled: &CompiledFunc) -> Result<()> 
                 &code[..code.len().min(8)]
             );
         };
+        // The handler repairs only a base register that holds exactly the
+        // unreadable page's address, so the load must add nothing to it.
+        if load.displacement != 0 {
+            bail!(
+                "internal compiler error: the MMU poll at code offset {offset:#x} reads at \
+                 displacement {} from the reloaded page, not 0",
+                load.displacement
+            );
+        }
         // The aarch64 trampoline resumes through x16 (and Cranelift may use
         // x17 as scratch), so neither may be the register it repairs.
         if matches!(arch, Architecture::Aarch64(_)) && matches!(load.base, 16 | 17) {

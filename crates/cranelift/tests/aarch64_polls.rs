@@ -13,8 +13,9 @@
 //!    with fences), and loops keeping many values live in x and v
 //!    registers;
 //! 2. checks every poll in the machine code: an `ldur`/`ldr wT, [xN,
-//!    #imm]` whose base is neither x16 nor x17 and whose displacement is
-//!    the one `PollSites::for_isa` hands out;
+//!    #imm]` (decoded with `mmu_poll::decode_aarch64`, the runtime
+//!    handler's decoder) whose base is neither x16 nor x17 and whose
+//!    displacement is the one `PollSites::for_isa` hands out;
 //! 3. writes `gen.h` (both modules' code, laid out one after the other,
 //!    the poll sites, where each function and entry trampoline starts,
 //!    the test cases and every structure offset the code and the harness
@@ -29,10 +30,19 @@
 //!    `aarch64 polls: N interrupts, M checks, 0 failures` with N, M > 0.
 //!
 //! This is done at `OptLevel::Speed` and `OptLevel::None` (different
-//! register allocation and spilling); the test then prints the totals in
-//! the same format. Without the cross tools (Debian: `qemu-user
-//! gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu
-//! libc6-dev-arm64-cross`) it says so and passes without running.
+//! register allocation and spilling), and in both arming modes: with
+//! `MmuInterruptionMode::Mprotect`, as above, and with
+//! `MmuInterruptionMode::PointerSwap`, where step 2 instead requires every
+//! poll to be the dead load at displacement 0 right after its own reload
+//! of the slot (`ldur xB, [xN, #slot]` into the poll's base register xB),
+//! with exactly as many reloads in each function as poll trap records, and
+//! the harness arms by swapping the slot's pointer and repairs the poll's
+//! base register in its handler. The test then prints one line per mode,
+//! `aarch64 polls (MODE): N interrupts, M checks, 0 failures`, and last
+//! the totals over all runs in the harness's format. Without the cross
+//! tools (Debian: `qemu-user gcc-aarch64-linux-gnu
+//! binutils-aarch64-linux-gnu libc6-dev-arm64-cross`) it says so and
+//! passes without running.
 //! `ci/aarch64-check.sh` runs just this test.
 
 use std::fmt::Write as _;
@@ -42,15 +52,17 @@ use std::time::{Duration, Instant};
 use wasmparser::{Operator, WasmFeatures};
 use wasmtime_mmu_cranelift::{Compiler, CompilerConfig, OptLevel};
 use wasmtime_mmu_dead_load::{DirectOffsets, PollSites};
+use wasmtime_mmu_environ::mmu_poll::decode_aarch64;
 use wasmtime_mmu_environ::vm::{
-    HEAP_MMU_POLL_PAGE_OFFSET, MMU_POLL_PAGE_SIZE, VMCONTEXT_MAGIC, VMCTX_MAGIC_OFFSET,
-    VMCTX_MMU_POLL_PAGE_OFFSET, VMCTX_PREFIX_SIZE, VMCTX_STORE_CONTEXT_OFFSET, VMContextHeader,
+    HEAP_MMU_POLL_PAGE_OFFSET, HEAP_MMU_POLL_SLOT_OFFSET, MMU_POLL_PAGE_SIZE,
+    MMU_POLL_SLOT_IN_PAGE, VMCONTEXT_MAGIC, VMCTX_MAGIC_OFFSET, VMCTX_MMU_POLL_PAGE_OFFSET,
+    VMCTX_MMU_POLL_SLOT_OFFSET, VMCTX_PREFIX_SIZE, VMCTX_STORE_CONTEXT_OFFSET, VMContextHeader,
     VMFUNCREF_VMCTX_OFFSET, VMFUNCREF_WASM_CALL_OFFSET, VMFuncRef, VMMEMORY_BASE_OFFSET,
     VMMEMORY_CURRENT_LENGTH_OFFSET, VMSTORE_CONTEXT_STACK_LIMIT_OFFSET, VMStoreContext, ValRaw,
 };
 use wasmtime_mmu_environ::{
-    CompiledModuleArtifacts, DefinedMemoryIndex, EntityIndex, EntityRef, ModuleInfo,
-    ModuleTranslation, TrapSiteKind, Tunables, VMOffsets,
+    CompiledModuleArtifacts, DefinedMemoryIndex, EntityIndex, EntityRef, MmuInterruptionMode,
+    ModuleInfo, ModuleTranslation, TrapSiteKind, Tunables, VMOffsets,
 };
 
 const GCC: &str = "aarch64-linux-gnu-gcc";
@@ -341,6 +353,32 @@ fn cases() -> Vec<Case> {
         call("wrap", vec![i32_arg(1_500), i64_arg(5)]),
         call("wrap_heap", vec![i32_arg(1_500), i64_arg(-6)]),
     ];
+    in_both_modules(calls)
+}
+
+/// The calls of the harness's sticky phase, in which a poll page stays
+/// armed for a whole call, so that every poll the call executes is
+/// interrupted: each function once, with small arguments.
+fn sticky_cases() -> Vec<Case> {
+    in_both_modules(vec![
+        ("mix", vec![i64_arg(-7), i64_arg(9)]),
+        ("calls", vec![i32_arg(5), i64_arg(11)]),
+        (
+            "nested_fp",
+            vec![i32_arg(3), i32_arg(4), [1.5f64.to_bits(), 0]],
+        ),
+        ("simd", vec![i32_arg(6), [0x0a0b_0c0d, 0x0e0f]]),
+        // At least 48, so that it reads only what it wrote.
+        ("heap", vec![i32_arg(48), i32_arg(77)]),
+        ("live_gprs", vec![i32_arg(7), i64_arg(-3)]),
+        ("wrap", vec![i32_arg(2), i64_arg(5)]),
+        ("wrap_heap", vec![i32_arg(2), i64_arg(-6)]),
+    ])
+}
+
+/// Each of `calls` in the module with a memory and, unless it needs a
+/// memory, also in the one without.
+fn in_both_modules(calls: Vec<(&'static str, Vec<[u64; 2]>)>) -> Vec<Case> {
     let mut cases = Vec::new();
     for (module, m) in MODULES.iter().enumerate() {
         for (func, params) in &calls {
@@ -430,6 +468,25 @@ fn model(case: &Case) -> Option<u64> {
     })
 }
 
+/// How many polls a call of `case` executes: the entry poll, and a loop's
+/// poll every time its header runs (every iteration, the first included).
+/// With the pages armed for the whole call, each of them is interrupted.
+fn poll_executions(case: &Case) -> u64 {
+    let arg = |i: usize| case.params[i][0] & 0xffff_ffff;
+    let times = |n: u64| n.max(1);
+    1 + match case.func {
+        "mix" => 0,
+        // The loop's poll and `mix`'s entry poll per iteration.
+        "calls" => 2 * times(arg(0)),
+        "nested_fp" => times(arg(0)) * (1 + times(arg(1))),
+        "simd" | "live_gprs" => times(arg(0)),
+        // The fill loop, then the outer loop with 48 inner iterations.
+        "heap" => times(arg(0)) + times(arg(0).saturating_sub(1)) * 49,
+        "wrap" | "wrap_heap" => WRAP_LOOPS as u64 * times(arg(0)),
+        other => panic!("no poll count for {other}"),
+    }
+}
+
 /// The harness's baseline lines, `case K NAME: LOW HIGH`.
 fn baseline_of(output: &str) -> Vec<(String, u64, u64)> {
     output
@@ -457,7 +514,12 @@ struct Poll {
     func: usize,
     entry: bool,
     heap: bool,
+    /// Past the function's distinct offsets, so fenced (mprotect mode
+    /// only: pointer-swap polls all read at displacement 0).
     wrapped: bool,
+    /// The dead load's base register (`decode_aarch64`), which the
+    /// pointer-swap handler repairs.
+    reg: u8,
     disp: i32,
 }
 
@@ -475,18 +537,19 @@ struct Func {
     entry_poll: usize,
 }
 
-/// Decodes a poll: `ldur wT, [xN, #simm9]` or `ldr wT, [xN, #uimm12 * 4]`;
-/// returns the base register and the displacement.
-fn decode_poll(insn: u32) -> Option<(u32, i32)> {
-    let base = (insn >> 5) & 31;
-    if insn & 0xffc0_0000 == 0xb940_0000 {
-        return Some((base, ((insn >> 10) & 0xfff) as i32 * 4));
+/// Decodes `ldur xT, [xN, #simm9]` (a 64-bit load, the form a slot
+/// reload takes: the slot lies a small distance below its base); returns
+/// the destination register, the base register and the displacement.
+fn decode_ldur_x(insn: u32) -> Option<(u8, u8, i32)> {
+    if insn & 0xffe0_0c00 != 0xf840_0000 {
+        return None;
     }
-    if insn & 0xffe0_0c00 == 0xb840_0000 {
-        let imm9 = ((insn >> 12) & 0x1ff) as i32;
-        return Some((base, if imm9 >= 256 { imm9 - 512 } else { imm9 }));
-    }
-    None
+    let imm9 = ((insn >> 12) & 0x1ff) as i32;
+    Some((
+        (insn & 31) as u8,
+        ((insn >> 5) & 31) as u8,
+        if imm9 >= 256 { imm9 - 512 } else { imm9 },
+    ))
 }
 
 /// The Wasm offset the address map gives `code_offset`.
@@ -569,9 +632,20 @@ struct CompiledModule {
     offsets: VMOffsets,
 }
 
-/// Compiles module `index` of [`MODULES`] for aarch64 at `opt_level` and
-/// checks every poll.
-fn compile(index: usize, wasm: &[u8], opt_level: OptLevel) -> CompiledModule {
+/// The arming modes the test runs, with their names in its output.
+const MODES: [(MmuInterruptionMode, &str); 2] = [
+    (MmuInterruptionMode::Mprotect, "mprotect"),
+    (MmuInterruptionMode::PointerSwap, "pointer-swap"),
+];
+
+/// Compiles module `index` of [`MODULES`] for aarch64 at `opt_level`, with
+/// polls for `mode`, and checks every poll.
+fn compile(
+    index: usize,
+    wasm: &[u8],
+    opt_level: OptLevel,
+    mode: MmuInterruptionMode,
+) -> CompiledModule {
     let TestModule {
         name: prefix,
         memory,
@@ -584,6 +658,7 @@ fn compile(index: usize, wasm: &[u8], opt_level: OptLevel) -> CompiledModule {
     };
     let tunables = Tunables {
         mmu_interruption: true,
+        mmu_interruption_mode: mode,
         ..Tunables::default()
     };
     let compiler = Compiler::new(&config, &tunables).unwrap();
@@ -643,7 +718,11 @@ fn compile(index: usize, wasm: &[u8], opt_level: OptLevel) -> CompiledModule {
         let ty = module.functions[func_index];
         let loops = &bodies[defined.index()].loops;
         let func = funcs.len();
-        let what = format!("{prefix}.{name} at {opt_level:?}");
+        let what = format!("{prefix}.{name} at {opt_level:?} ({mode:?})");
+        let word = |at: u32| {
+            let at = at as usize;
+            u32::from_le_bytes(artifacts.text[at..at + 4].try_into().unwrap())
+        };
 
         // Expected (Wasm offset of the loop, ordinal), the entry first.
         let mut expected = vec![(None, 0u32)];
@@ -662,34 +741,89 @@ fn compile(index: usize, wasm: &[u8], opt_level: OptLevel) -> CompiledModule {
         // In emission order: the entry poll, then the loops in Wasm order.
         let is_loop = |w: u32| loops.contains(&w);
         mine.sort_by_key(|&(w, c)| (is_loop(w), w, c));
+
+        // Pointer-swap polls: every reload of the slot in the function,
+        // `ldur xT, [xN, #slot]` (`dead_load_through_slot`). There must be
+        // exactly one per poll trap record: a reload that alias analysis
+        // merged into another would leave a poll reading a stale page.
+        let slot = if heap {
+            HEAP_MMU_POLL_SLOT_OFFSET
+        } else {
+            VMCTX_MMU_POLL_SLOT_OFFSET
+        };
+        let mut reloads: Vec<(u32, u8)> = Vec::new();
+        if mode == MmuInterruptionMode::PointerSwap {
+            for at in (loc.start..loc.start + loc.len).step_by(4) {
+                if let Some((dest, base, disp)) = decode_ldur_x(word(at))
+                    && disp == slot
+                    && base != 31
+                {
+                    reloads.push((at, dest));
+                }
+            }
+            assert_eq!(
+                reloads.len(),
+                mine.len(),
+                "{what}: {} reloads of the slot at {slot} ({:x?}) for {} polls",
+                reloads.len(),
+                reloads.iter().map(|r| r.0).collect::<Vec<_>>(),
+                mine.len()
+            );
+        }
+
         let first_poll = polls.len();
         for (&(wasm_offset, code_offset), &(loop_offset, ordinal)) in mine.iter().zip(&expected) {
-            let at = code_offset as usize;
-            let insn = u32::from_le_bytes(artifacts.text[at..at + 4].try_into().unwrap());
-            let (base, disp) = decode_poll(insn).unwrap_or_else(|| {
+            let insn = word(code_offset);
+            // The decoder the runtime's handler and the compiler's check use.
+            let load = decode_aarch64(insn).unwrap_or_else(|| {
                 panic!("{what}: the poll at {code_offset:#x} ({insn:#010x}) is not an immediate-offset load")
             });
+            let (base, disp) = (load.base, load.displacement);
             assert!(
-                base != 16 && base != 17 && base != 31,
+                base != 16 && base != 17,
                 "{what}: the poll at {code_offset:#x} reads through x{base}"
             );
             let entry = loop_offset.is_none();
             if let Some(l) = loop_offset {
                 assert_eq!(wasm_offset, l, "{what}: the poll at {code_offset:#x}");
             }
-            assert_eq!(
-                disp,
-                sites.offset(ordinal),
-                "{what}: the poll at {code_offset:#x} (Wasm offset {wasm_offset:#x}, ordinal \
-                 {ordinal}) through the {}",
-                if heap { "heap base" } else { "vmctx" }
-            );
+            let wrapped = match mode {
+                MmuInterruptionMode::Mprotect => {
+                    assert_eq!(
+                        disp,
+                        sites.offset(ordinal),
+                        "{what}: the poll at {code_offset:#x} (Wasm offset {wasm_offset:#x}, \
+                         ordinal {ordinal}) through the {}",
+                        if heap { "heap base" } else { "vmctx" }
+                    );
+                    ordinal >= sites.distinct_offsets()
+                }
+                MmuInterruptionMode::PointerSwap => {
+                    assert_eq!(
+                        disp, 0,
+                        "{what}: the poll at {code_offset:#x} reads at a displacement"
+                    );
+                    // Its reload is the instruction right before it and
+                    // loads the poll's base register.
+                    let before = code_offset.checked_sub(4);
+                    assert!(
+                        reloads
+                            .iter()
+                            .any(|&(at, dest)| Some(at) == before && dest == base),
+                        "{what}: the poll at {code_offset:#x} (x{base}) does not follow a reload \
+                         of the slot into x{base} (reloads at {:x?})",
+                        reloads
+                    );
+                    false
+                }
+            };
             polls.push(Poll {
                 offset: code_offset,
                 func,
                 entry,
                 heap,
-                wrapped: ordinal >= sites.distinct_offsets(),
+                wrapped,
+                reg: base,
                 disp,
             });
         }
@@ -703,7 +837,11 @@ fn compile(index: usize, wasm: &[u8], opt_level: OptLevel) -> CompiledModule {
             entry_poll: first_poll,
         });
     }
-    assert!(polls.iter().any(|p| p.wrapped), "{prefix}: no poll wraps");
+    assert_eq!(
+        polls.iter().any(|p| p.wrapped),
+        mode == MmuInterruptionMode::Mprotect,
+        "{prefix}: whether polls wrap"
+    );
     // The harness looks polls up by code offset.
     let entry_offsets: Vec<u32> = funcs.iter().map(|f| polls[f.entry_poll].offset).collect();
     polls.sort_by_key(|p| p.offset);
@@ -737,7 +875,7 @@ struct Compiled {
 /// Lays the modules' texts out in one executable image. Each text stays
 /// contiguous (calls between its functions are PC-relative); its
 /// function, trampoline and poll offsets move with it.
-fn lay_out(modules: Vec<CompiledModule>) -> Compiled {
+fn lay_out(modules: Vec<CompiledModule>, mode: MmuInterruptionMode) -> Compiled {
     let mut out = Compiled {
         text: Vec::new(),
         starts: Vec::new(),
@@ -776,23 +914,43 @@ fn lay_out(modules: Vec<CompiledModule>) -> Compiled {
         assert!((f.start..f.start + f.len).contains(&p.offset), "{}", f.name);
         assert_eq!(p.heap, MODULES[f.module].memory, "{}", f.name);
     }
-    // Every kind of poll through both bases.
+    // Every kind of poll through both bases (wrapped ones only where
+    // polls have distinct offsets).
     for heap in [false, true] {
         let through = |p: &&Poll| p.heap == heap;
         assert!(out.polls.iter().filter(through).any(|p| p.entry));
         assert!(out.polls.iter().filter(through).any(|p| !p.entry));
-        assert!(out.polls.iter().filter(through).any(|p| p.wrapped));
+        assert_eq!(
+            out.polls.iter().filter(through).any(|p| p.wrapped),
+            mode == MmuInterruptionMode::Mprotect
+        );
     }
     out
 }
 
 /// `gen.h`: everything the harness needs, generated from the Rust side.
-fn header(compiled: &Compiled, cases: &[Case]) -> String {
+///
+/// The `#define`s are also read by `probe.S`: their values are wrapped in
+/// `GEN_I64`, which adds C's `LL` suffix and nothing in assembly, and the
+/// C tables are hidden from the assembler.
+fn header(
+    compiled: &Compiled,
+    cases: &[Case],
+    sticky: &[Case],
+    mode: MmuInterruptionMode,
+) -> String {
     let mut h = String::new();
     h.push_str(
         "// Generated by crates/cranelift/tests/aarch64_polls.rs from wasmtime_mmu_environ's\n\
-         // layout constants and the compiled modules; do not edit.\n\n",
+         // layout constants and the compiled modules; do not edit.\n\n\
+         #ifdef __ASSEMBLER__\n#define GEN_I64(v) v\n#else\n#define GEN_I64(v) v##LL\n#endif\n\n",
     );
+    writeln!(
+        h,
+        "// Polls compiled for {mode:?}.\n#define GEN_POINTER_SWAP {}\n",
+        u8::from(mode == MmuInterruptionMode::PointerSwap)
+    )
+    .unwrap();
     // The harness has one instance of each module: the module with a
     // memory (its vmctx holds memory 0's definition; no poll page) and the
     // one without (its vmctx has a poll page below it).
@@ -828,6 +986,15 @@ fn header(compiled: &Compiled, cases: &[Case]) -> String {
             "GEN_HEAP_MMU_POLL_PAGE_OFFSET",
             i64::from(HEAP_MMU_POLL_PAGE_OFFSET),
         ),
+        ("GEN_MMU_POLL_SLOT_IN_PAGE", MMU_POLL_SLOT_IN_PAGE as i64),
+        (
+            "GEN_VMCTX_MMU_POLL_SLOT_OFFSET",
+            i64::from(VMCTX_MMU_POLL_SLOT_OFFSET),
+        ),
+        (
+            "GEN_HEAP_MMU_POLL_SLOT_OFFSET",
+            i64::from(HEAP_MMU_POLL_SLOT_OFFSET),
+        ),
         ("GEN_VMMEMORY_BASE_OFFSET", i64::from(VMMEMORY_BASE_OFFSET)),
         (
             "GEN_VMMEMORY_CURRENT_LENGTH_OFFSET",
@@ -857,11 +1024,13 @@ fn header(compiled: &Compiled, cases: &[Case]) -> String {
         ("GEN_MEMORY_BYTES", MEMORY_BYTES as i64),
     ];
     for (name, value) in defines {
-        writeln!(h, "#define {name} ({value}LL)").unwrap();
+        writeln!(h, "#define {name} (GEN_I64({value}))").unwrap();
     }
     writeln!(h, "#define GEN_NUM_POLLS {}", compiled.polls.len()).unwrap();
     writeln!(h, "#define GEN_NUM_FUNCS {}", compiled.funcs.len()).unwrap();
-    writeln!(h, "#define GEN_NUM_CASES {}\n", cases.len()).unwrap();
+    writeln!(h, "#define GEN_NUM_CASES {}", cases.len()).unwrap();
+    writeln!(h, "#define GEN_NUM_STICKY_CASES {}\n", sticky.len()).unwrap();
+    h.push_str("#ifndef __ASSEMBLER__\n\n");
 
     for (m, start) in MODULES.iter().zip(&compiled.starts) {
         writeln!(h, "// {}'s text starts at {start:#x}.", m.name).unwrap();
@@ -879,12 +1048,13 @@ fn header(compiled: &Compiled, cases: &[Case]) -> String {
     for p in &compiled.polls {
         writeln!(
             h,
-            "    {{{:#x}, {}, {}, {}, {}, {}}}, // {}",
+            "    {{{:#x}, {}, {}, {}, {}, {}, {}}}, // {}",
             p.offset,
             p.func,
             if p.entry { "KIND_ENTRY" } else { "KIND_LOOP" },
             if p.heap { "BASE_HEAP" } else { "BASE_VMCTX" },
             u8::from(p.wrapped),
+            p.reg,
             p.disp,
             compiled.funcs[p.func].name
         )
@@ -903,22 +1073,34 @@ fn header(compiled: &Compiled, cases: &[Case]) -> String {
     }
     h.push_str("};\n\n");
 
-    h.push_str("static const struct gen_case gen_cases[GEN_NUM_CASES] = {\n");
-    for c in cases {
-        let func = compiled
-            .funcs
-            .iter()
-            .position(|f| f.name == c.name())
+    for (array, len, cases) in [
+        ("gen_cases", "GEN_NUM_CASES", cases),
+        ("gen_sticky_cases", "GEN_NUM_STICKY_CASES", sticky),
+    ] {
+        writeln!(h, "static const struct gen_case {array}[{len}] = {{").unwrap();
+        for c in cases {
+            let func = compiled
+                .funcs
+                .iter()
+                .position(|f| f.name == c.name())
+                .unwrap();
+            let results = compiled.funcs[func].results;
+            assert!(c.params.len() <= 4 && results <= 4);
+            write!(
+                h,
+                "    {{{func}, {}, {results}, {}ULL, {{",
+                c.params.len(),
+                poll_executions(c)
+            )
             .unwrap();
-        let results = compiled.funcs[func].results;
-        assert!(c.params.len() <= 4 && results <= 4);
-        write!(h, "    {{{func}, {}, {results}, {{", c.params.len()).unwrap();
-        for p in &c.params {
-            write!(h, "{{{:#x}ULL, {:#x}ULL}}, ", p[0], p[1]).unwrap();
+            for p in &c.params {
+                write!(h, "{{{:#x}ULL, {:#x}ULL}}, ", p[0], p[1]).unwrap();
+            }
+            writeln!(h, "}}}}, // {}", c.name()).unwrap();
         }
-        writeln!(h, "}}}}, // {}", c.name()).unwrap();
+        h.push_str("};\n\n");
     }
-    h.push_str("};\n");
+    h.push_str("#endif\n");
     h
 }
 
@@ -995,6 +1177,7 @@ fn aarch64_polls_under_qemu() {
         .map(|m| wat::parse_str(module_wat(m.memory)).unwrap())
         .collect();
     let cases = cases();
+    let sticky = sticky_cases();
     let root = repo_root();
     let sources = [
         root.join("crates/cranelift/tests/aarch64/harness.c"),
@@ -1003,92 +1186,125 @@ fn aarch64_polls_under_qemu() {
     ];
     let (mut interrupts, mut checks) = (0, 0);
     let mut baselines = Vec::new();
-    for opt_level in [OptLevel::Speed, OptLevel::None] {
-        let compiled = lay_out(
-            wasms
-                .iter()
-                .enumerate()
-                .map(|(index, wasm)| compile(index, wasm, opt_level))
-                .collect(),
-        );
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join("aarch64_polls")
-            .join(format!("{opt_level:?}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("gen.h"), header(&compiled, &cases)).unwrap();
-        for (m, wasm) in MODULES.iter().zip(&wasms) {
-            std::fs::write(dir.join(format!("{}.wasm", m.name)), wasm).unwrap();
+    let mut per_mode = Vec::new();
+    for (mode, mode_name) in MODES {
+        let (mut mode_interrupts, mut mode_checks) = (0, 0);
+        for opt_level in [OptLevel::Speed, OptLevel::None] {
+            let (n, m, baseline) = run_harness(&wasms, &cases, &sticky, &sources, opt_level, mode);
+            mode_interrupts += n;
+            mode_checks += m;
+            baselines.push((mode, opt_level, baseline));
         }
-        let exe = dir.join("harness");
-        let mut gcc = Command::new(GCC);
-        gcc.args(["-std=gnu11", "-O2", "-g", "-Wall", "-Wextra"])
-            .args(["-static", "-pthread", "-Wa,--noexecstack"])
-            .arg("-I")
-            .arg(&dir)
-            .arg("-o")
-            .arg(&exe)
-            .args(&sources);
-        let (ok, output) = run_with_limit(gcc, Duration::from_secs(300));
-        assert!(ok, "building the harness failed:\n{output}");
-        if !output.trim().is_empty() {
-            println!("{GCC}: {output}");
-        }
-        let mut qemu = Command::new(QEMU);
-        qemu.arg(&exe);
-        let (ok, output) = run_with_limit(qemu, RUN_LIMIT);
-        println!("--- opt_level={opt_level:?} ({}):\n{output}", dir.display());
-        let summary = parse_summary(&output);
-        assert!(
-            ok,
-            "the harness failed at {opt_level:?} (summary {summary:?})"
-        );
-        let (n, m, f) = summary.unwrap_or_else(|| {
-            panic!(
-                "the harness's last line is not `aarch64 polls: N interrupts, M checks, F failures`"
-            )
-        });
-        assert!(
-            n > 0 && m > 0 && f == 0,
-            "{n} interrupts, {m} checks, {f} failures"
-        );
-        interrupts += n;
-        checks += m;
-
-        // The uninterrupted results against the model.
-        let baseline = baseline_of(&output);
-        assert_eq!(baseline.len(), cases.len(), "the harness's baseline lines");
-        for (case, (name, lo, _)) in cases.iter().zip(&baseline) {
-            assert_eq!(&case.name(), name);
-            if let Some(want) = model(case) {
-                let got = if case.func == "heap" {
-                    *lo & 0xffff_ffff
-                } else {
-                    *lo
-                };
-                assert_eq!(got, want, "{name} at {opt_level:?}: result");
-            }
-        }
-        // A function has the same results in both modules, whichever base
-        // its polls read through.
-        for (case, result) in cases.iter().zip(&baseline) {
-            for (other, other_result) in cases.iter().zip(&baseline) {
-                if other.module != case.module
-                    && other.func == case.func
-                    && other.params == case.params
-                {
-                    assert_eq!(
-                        (result.1, result.2),
-                        (other_result.1, other_result.2),
-                        "{} and {} at {opt_level:?}",
-                        case.name(),
-                        other.name()
-                    );
-                }
-            }
-        }
-        baselines.push(baseline);
+        per_mode.push((mode_name, mode_interrupts, mode_checks));
+        interrupts += mode_interrupts;
+        checks += mode_checks;
     }
-    // The floating-point and SIMD results agree between the opt levels.
-    assert_eq!(baselines[0], baselines[1], "results at Speed and at None");
+    // The floating-point and SIMD results agree between the opt levels and
+    // the modes.
+    for (mode, opt_level, baseline) in &baselines[1..] {
+        assert_eq!(
+            &baselines[0].2, baseline,
+            "results at {:?} ({:?}) and at {opt_level:?} ({mode:?})",
+            baselines[0].1, baselines[0].0
+        );
+    }
+    for (name, n, m) in per_mode {
+        println!("aarch64 polls ({name}): {n} interrupts, {m} checks, 0 failures");
+    }
     println!("aarch64 polls: {interrupts} interrupts, {checks} checks, 0 failures");
+}
+
+/// One harness run: compiles both modules at `opt_level` for `mode`, lays
+/// them out, builds the harness and runs it under qemu; checks its results
+/// and returns its interrupts, checks and baseline.
+fn run_harness(
+    wasms: &[Vec<u8>],
+    cases: &[Case],
+    sticky: &[Case],
+    sources: &[PathBuf],
+    opt_level: OptLevel,
+    mode: MmuInterruptionMode,
+) -> (u64, u64, Vec<(String, u64, u64)>) {
+    let compiled = lay_out(
+        wasms
+            .iter()
+            .enumerate()
+            .map(|(index, wasm)| compile(index, wasm, opt_level, mode))
+            .collect(),
+        mode,
+    );
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("aarch64_polls")
+        .join(format!("{mode:?}"))
+        .join(format!("{opt_level:?}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("gen.h"), header(&compiled, cases, sticky, mode)).unwrap();
+    // The laid-out code, for `aarch64-linux-gnu-objdump -D -b binary -m aarch64`.
+    std::fs::write(dir.join("code.bin"), &compiled.text).unwrap();
+    for (m, wasm) in MODULES.iter().zip(wasms) {
+        std::fs::write(dir.join(format!("{}.wasm", m.name)), wasm).unwrap();
+    }
+    let exe = dir.join("harness");
+    let mut gcc = Command::new(GCC);
+    gcc.args(["-std=gnu11", "-O2", "-g", "-Wall", "-Wextra"])
+        .args(["-static", "-pthread", "-Wa,--noexecstack"])
+        .arg("-I")
+        .arg(&dir)
+        .arg("-o")
+        .arg(&exe)
+        .args(sources);
+    let (ok, output) = run_with_limit(gcc, Duration::from_secs(300));
+    assert!(ok, "building the harness failed:\n{output}");
+    if !output.trim().is_empty() {
+        println!("{GCC}: {output}");
+    }
+    let mut qemu = Command::new(QEMU);
+    qemu.arg(&exe);
+    let (ok, output) = run_with_limit(qemu, RUN_LIMIT);
+    println!(
+        "--- opt_level={opt_level:?}, mode={mode:?} ({}):\n{output}",
+        dir.display()
+    );
+    let summary = parse_summary(&output);
+    let at = format!("{opt_level:?} ({mode:?})");
+    assert!(ok, "the harness failed at {at} (summary {summary:?})");
+    let (n, m, f) = summary.unwrap_or_else(|| {
+        panic!("the harness's last line is not `aarch64 polls: N interrupts, M checks, F failures`")
+    });
+    assert!(
+        n > 0 && m > 0 && f == 0,
+        "{n} interrupts, {m} checks, {f} failures"
+    );
+
+    // The uninterrupted results against the model.
+    let baseline = baseline_of(&output);
+    assert_eq!(baseline.len(), cases.len(), "the harness's baseline lines");
+    for (case, (name, lo, _)) in cases.iter().zip(&baseline) {
+        assert_eq!(&case.name(), name);
+        if let Some(want) = model(case) {
+            let got = if case.func == "heap" {
+                *lo & 0xffff_ffff
+            } else {
+                *lo
+            };
+            assert_eq!(got, want, "{name} at {at}: result");
+        }
+    }
+    // A function has the same results in both modules, whichever base its
+    // polls read through.
+    for (case, result) in cases.iter().zip(&baseline) {
+        for (other, other_result) in cases.iter().zip(&baseline) {
+            if other.module != case.module && other.func == case.func && other.params == case.params
+            {
+                assert_eq!(
+                    (result.1, result.2),
+                    (other_result.1, other_result.2),
+                    "{} and {} at {at}",
+                    case.name(),
+                    other.name()
+                );
+            }
+        }
+    }
+    (n, m, baseline)
 }

@@ -645,7 +645,8 @@ fn check(case: &ModuleCase, levels: &[(OptLevel, Mode, &Compiler)]) -> Report {
         let artifacts = match artifacts {
             Ok(a) => a,
             Err(e) => {
-                r.errors.push(format!("{} ({level:?}, {mode:?}): {e:#}", case.name));
+                r.errors
+                    .push(format!("{} ({level:?}, {mode:?}): {e:#}", case.name));
                 continue;
             }
         };

@@ -16,6 +16,18 @@
 // (here memory 0's, the only one), in a module without memory every poll
 // reads through the vmctx. The harness has one instance of each.
 //
+// gen.h also says which arming mode the polls were compiled for
+// (GEN_POINTER_SWAP); the harness is built once per mode and opt level:
+// * mprotect: a poll is one dead load from its poll page; arming makes the
+//   page PROT_NONE, disarming PROT_READ;
+// * pointer swap: a poll reloads the *slot* (the last 8 bytes of the same
+//   poll page, GEN_MMU_POLL_SLOT_IN_PAGE) and does its dead load through
+//   the address it found, at displacement 0. The harness maps its own page
+//   pair, as the runtime's SwapPages (one readable page of zeros, one
+//   never accessible); the poll pages stay readable and writable; arming
+//   stores the unreadable page's address into a slot (an atomic store, no
+//   system call), disarming the readable one's.
+//
 // What it sets up, as the runtime would:
 // * the code, mapped read+execute;
 // * the memory module's VMContext, with the store context pointer and
@@ -25,27 +37,38 @@
 // * linear memory 0, with its poll page right below its base
 //   (HEAP_MMU_POLL_PAGE_OFFSET);
 // * the memoryless module's VMContext, in a mapping whose first page is the
-//   instance's poll page (readable, VMCTX_MMU_POLL_PAGE_OFFSET below the
-//   vmctx), with the store context pointer filled in: that module reads
-//   nothing else of its vmctx. Both vmctx get the same header (magic,
-//   store context), whose offsets the test checks are the same for every
-//   module;
+//   instance's poll page (readable, and writable in pointer-swap mode,
+//   VMCTX_MMU_POLL_PAGE_OFFSET below the vmctx), with the store context
+//   pointer filled in: that module reads nothing else of its vmctx. Both
+//   vmctx get the same header (magic, store context), whose offsets the
+//   test checks are the same for every module;
 // * a SIGSEGV handler on an alternate stack (SA_SIGINFO | SA_ONSTACK |
 //   SA_NODEFER) that accepts exactly what the runtime's handler accepts:
 //   SEGV_ACCERR, a PC that is a poll site, a fault address inside one of
-//   the two poll pages (the memoryless instance's and memory 0's). Anything
-//   else is a failure and aborts. It also decodes the poll and checks that
-//   the fault address is the poll's base register plus its displacement
-//   and that the page is the one of the poll's base. On a match it records the poll's PC
-//   (the "activation") and sets the context's PC to the trampoline;
-//   nothing else.
+//   the two poll pages (the memoryless instance's and memory 0's; in
+//   pointer-swap mode inside the unreadable page instead). Anything else
+//   is a failure and aborts. It takes the poll's base register and
+//   displacement from gen.h, where the test decoded every compiled poll
+//   with the runtime's decoder (mmu_poll::decode_aarch64), cross-checks
+//   them with its own decoder (the only one for the probe's polls), and
+//   checks that the fault address is the base register plus the
+//   displacement and that the page is the one of the poll's base. In
+//   pointer-swap mode it does what the runtime's repair_slot_poll does:
+//   requires displacement 0 and the base register to hold exactly the
+//   unreadable page's address, and sets that register, in the context, to
+//   the readable page's; it also requires the poll's slot to be still
+//   armed (only the runtime function below disarms, on this thread), so a
+//   base register left stale, unrepaired or not reloaded, is caught at
+//   once. On a match it records the poll's PC (the "activation") and sets
+//   the context's PC to the trampoline; nothing else.
 // * `wasmtime_mmu_poll_from_trampoline`, the runtime function the
 //   trampoline calls: it checks the frame record, writes the poll's PC into
-//   the record's return-address slot, counts the interrupt, makes both
-//   poll pages readable again and then deliberately garbles every register
-//   a C function may clobber (x0-x18, x30, all of v0-v31, NZCV, FPSR and
-//   FPCR's rounding mode), so that a trampoline that fails to restore one
-//   of them is caught.
+//   the record's return-address slot, counts the interrupt, disarms both
+//   poll pages (makes them readable, or stores the readable page's address
+//   into both slots; not in the sticky calls below) and then deliberately
+//   garbles every register a C function may clobber (x0-x18, x30, all of
+//   v0-v31, NZCV, FPSR and FPCR's rounding mode), so that a trampoline
+//   that fails to restore one of them is caught.
 //
 // Wasm functions are entered through the compiled entry trampolines (C
 // calling convention: callee VMFuncRef, caller vmctx, ValRaw array), which
@@ -58,10 +81,15 @@
 // 1. same-thread arming: the pages are armed right before each call, so
 //    the first poll (the function's entry poll) must take exactly one
 //    interrupt; the probe is interrupted at each of its two polls;
-// 2. another thread arms the pages (mprotect PROT_NONE) at random short
-//    intervals while the cases and the probe run over and over, until
-//    enough interrupts have landed at entry, loop and wrapped (fenced)
-//    polls through each of the two bases, and at the probe's polls.
+//    then, in pointer-swap mode only, the sticky calls: the pages are
+//    armed before each call and stay armed through it, so every poll the
+//    call executes must be interrupted exactly once (gen.h has the count
+//    from the test's model of the control flow): no poll may read through
+//    another's reload;
+// 2. another thread arms the pages at random short intervals while the
+//    cases and the probe run over and over, until enough interrupts have
+//    landed at entry, loop and (mprotect mode) wrapped (fenced) polls
+//    through each of the two bases, and at the probe's polls.
 // Every result is compared with the baseline; the probe compares every
 // register after each poll with what it put there before. The last line
 // printed is `aarch64 polls: N interrupts, M checks, F failures`; the exit
@@ -90,7 +118,8 @@ struct gen_poll {
     uint32_t func;    // index into gen_funcs
     uint8_t kind;     // KIND_*
     uint8_t base;     // BASE_*: which page the compiler addressed
-    uint8_t wrapped;  // past the function's distinct offsets (fenced)
+    uint8_t wrapped;  // past the function's distinct offsets (fenced; mprotect mode)
+    uint8_t reg;      // the base register, from the runtime's decoder (mmu_poll::decode_aarch64)
     int32_t disp;     // the displacement the compiler chose
 };
 
@@ -105,6 +134,7 @@ struct gen_func {
 struct gen_case {
     uint32_t func;
     uint32_t nparams, nresults;
+    uint64_t polls;         // how many polls a call executes (entry, loop headers)
     uint64_t params[4][2];  // ValRaw slots, low and high 8 bytes
 };
 
@@ -126,8 +156,9 @@ _Static_assert(GEN_MODULE_MEM + GEN_MODULE_NOMEM == 1, "modules 0 and 1: one wit
 
 uint64_t probe_pattern[99] __attribute__((aligned(16)));
 uint64_t probe_saved_sp;
-extern uint64_t probe_run(uint64_t rounds);
+extern uint64_t probe_run(uint64_t rounds, uint64_t pointer_swap);
 extern char probe_poll_vmctx[], probe_poll_heap[];
+extern char probe_swap_poll_vmctx[], probe_swap_poll_heap[];
 extern void wasmtime_mmu_poll_trampoline(void);
 void wasmtime_mmu_poll_from_trampoline(uintptr_t *frame);
 
@@ -137,6 +168,10 @@ static uint8_t *code;
 static uint8_t *vmctx_mem;                 // the memory module's instance
 static uint8_t *vmctx_nomem, *vmctx_page;  // the memoryless module's, its poll page
 static uint8_t *heap, *heap_page;          // memory 0 of the memory module
+// Pointer-swap mode: the process-wide page pair (the runtime's SwapPages)
+// and the two poll pages' slots, which hold the address of one of them.
+static uint8_t *swap_readable, *swap_unreadable;
+static _Atomic uintptr_t *slot_vmctx, *slot_heap;
 static uint8_t store_context[GEN_VMSTORE_CONTEXT_SIZE] __attribute__((aligned(16)));
 static uint8_t funcrefs[GEN_NUM_FUNCS][GEN_VMFUNCREF_SIZE] __attribute__((aligned(16)));
 
@@ -153,6 +188,9 @@ static uint64_t checks, failures;
 static atomic_uint_fast64_t progress;
 static atomic_int stop_arming;
 static atomic_uint_fast64_t arms;
+// Sticky phase (pointer-swap mode): the runtime function leaves the pages
+// armed.
+static volatile int sticky;
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -197,9 +235,9 @@ static double now(void) {
 
 // The poll site at `pc`: an index into gen_polls, PROBE_*_INDEX, or -1.
 static int poll_index(uintptr_t pc) {
-    if (pc == (uintptr_t)probe_poll_vmctx)
+    if (pc == (uintptr_t)(GEN_POINTER_SWAP ? probe_swap_poll_vmctx : probe_poll_vmctx))
         return PROBE_VMCTX_INDEX;
-    if (pc == (uintptr_t)probe_poll_heap)
+    if (pc == (uintptr_t)(GEN_POINTER_SWAP ? probe_swap_poll_heap : probe_poll_heap))
         return PROBE_HEAP_INDEX;
     if (pc < (uintptr_t)code || pc >= (uintptr_t)code + sizeof gen_code)
         return -1;
@@ -241,23 +279,55 @@ static void on_segv(int sig, siginfo_t *si, void *ctxp) {
     int index = poll_index(pc);
     if (index < 0)
         die("a SIGSEGV at a PC that is not a poll site");
-    int in_vmctx_page = addr - (uintptr_t)vmctx_page < PAGE;
-    int in_heap_page = addr - (uintptr_t)heap_page < PAGE;
-    if (!in_vmctx_page && !in_heap_page)
-        die("a poll faulted outside the poll pages");
-    unsigned base;
-    int32_t disp;
-    if (!decode_poll(*(const uint32_t *)pc, &base, &disp))
+    // The poll's base register and displacement: for compiled polls from
+    // gen.h, where the runtime's own decoder (mmu_poll::decode_aarch64)
+    // produced them, cross-checked with the decoder here; for the probe's
+    // polls from the decoder here.
+    unsigned base, c_base;
+    int32_t disp, c_disp;
+    if (!decode_poll(*(const uint32_t *)pc, &c_base, &c_disp))
         die("the poll is not an immediate-offset 32-bit load");
+    if (index < GEN_NUM_POLLS) {
+        base = gen_polls[index].reg;
+        disp = gen_polls[index].disp;
+        if (c_base != base || c_disp != disp)
+            die("the poll decodes differently from the compiler's record (gen.h)");
+    } else {
+        base = c_base;
+        disp = c_disp;
+    }
     if (base == 16 || base == 17 || base == 31)
         die("the poll reads through x16, x17 or sp");
     if (m->regs[base] + (int64_t)disp != addr)
         die("the fault address is not the poll's base register plus its displacement");
-    if (index < GEN_NUM_POLLS) {
-        const struct gen_poll *p = &gen_polls[index];
-        if (disp != p->disp)
-            die("the poll's displacement differs from the compiler's record");
-        if (p->base == BASE_VMCTX ? !in_vmctx_page : !in_heap_page)
+    // Which page (mprotect mode) or slot (pointer-swap mode) the poll's
+    // base addresses.
+    int heap_base = index < GEN_NUM_POLLS ? gen_polls[index].base == BASE_HEAP : index == PROBE_HEAP_INDEX;
+    if (GEN_POINTER_SWAP) {
+        // What redirect_mmu_poll and repair_slot_poll do: the fault is in
+        // the unreadable page, through a base register holding exactly its
+        // address at displacement 0; point the register at the readable
+        // page, so that the load runs again without faulting.
+        if (addr - (uintptr_t)swap_unreadable >= PAGE)
+            die("a pointer-swap poll faulted outside the unreadable page");
+        if (disp != 0)
+            die("a pointer-swap poll reads at a displacement");
+        if (m->regs[base] != (uintptr_t)swap_unreadable)
+            die("the poll's base register does not hold the unreadable page's address");
+        // Only this thread disarms (in the runtime function below), so the
+        // slot the poll reloaded still holds the unreadable page, unless
+        // the register was loaded before the last disarm: a repair that was
+        // lost, or a reload that was not redone at this poll.
+        if (atomic_load(heap_base ? slot_heap : slot_vmctx) != (uintptr_t)swap_unreadable)
+            die("a poll faulted through the unreadable page while its slot is disarmed "
+                "(a stale base register: not repaired, or not reloaded)");
+        m->regs[base] = (uintptr_t)swap_readable;
+    } else {
+        int in_vmctx_page = addr - (uintptr_t)vmctx_page < PAGE;
+        int in_heap_page = addr - (uintptr_t)heap_page < PAGE;
+        if (!in_vmctx_page && !in_heap_page)
+            die("a poll faulted outside the poll pages");
+        if (heap_base ? !in_heap_page : !in_vmctx_page)
             die("the poll faulted in the other instance page than its base says");
     }
     act_poll_pc = pc;
@@ -269,14 +339,31 @@ static void on_segv(int sig, siginfo_t *si, void *ctxp) {
 
 // ---- the runtime side of a poll ----
 
-static void unprotect_pages(void) {
+// Disarms both poll pages: makes them readable (mprotect mode), or points
+// both slots at the readable page (pointer-swap mode), as the runtime does.
+static void disarm_pages(void) {
+    if (GEN_POINTER_SWAP) {
+        atomic_store(slot_vmctx, (uintptr_t)swap_readable);
+        atomic_store(slot_heap, (uintptr_t)swap_readable);
+        return;
+    }
     if (mprotect(vmctx_page, PAGE, PROT_READ) != 0 || mprotect(heap_page, PAGE, PROT_READ) != 0) {
         perror("mprotect");
         abort();
     }
 }
 
+// Arms the vmctx poll page (`which` & 1) and/or the heap's (`which` & 2):
+// makes it inaccessible (mprotect mode), or stores the unreadable page's
+// address into its slot (pointer-swap mode: no system call).
 static void arm_pages(int which) {
+    if (GEN_POINTER_SWAP) {
+        if (which & 1)
+            atomic_store(slot_vmctx, (uintptr_t)swap_unreadable);
+        if (which & 2)
+            atomic_store(slot_heap, (uintptr_t)swap_unreadable);
+        return;
+    }
     if ((which & 1) && mprotect(vmctx_page, PAGE, PROT_NONE) != 0) {
         perror("mprotect");
         abort();
@@ -370,8 +457,8 @@ void wasmtime_mmu_poll_from_trampoline(uintptr_t *frame) {
     interrupts++;
     if (index >= 0 && index < GEN_NUM_POLLS + 2)
         hits[index]++;
-    atomic_fetch_add(&progress, 1);
-    unprotect_pages();
+    if (!sticky)
+        disarm_pages();
     garble(0x9e3779b97f4a7c15ull * interrupts);
 }
 
@@ -407,13 +494,17 @@ static void set_up(void) {
     }
     __builtin___clear_cache((char *)code, (char *)code + sizeof gen_code);
 
+    // Poll pages are read-only in mprotect mode; in pointer-swap mode their
+    // protection never changes and the runtime writes their slots.
+    int poll_prot = GEN_POINTER_SWAP ? PROT_READ | PROT_WRITE : PROT_READ;
+
     // The memoryless module's VMContext mapping: poll page, then the
     // prefix and the vmctx.
     size_t ctx_len = PAGE + ((GEN_VMCTX_PREFIX_SIZE + GEN_VMCTX_SIZE_NOMEM + PAGE - 1) & ~(size_t)(PAGE - 1));
     uint8_t *ctx = map(ctx_len, PROT_READ | PROT_WRITE);
     vmctx_nomem = ctx + PAGE + GEN_VMCTX_PREFIX_SIZE;
     vmctx_page = vmctx_nomem + GEN_VMCTX_MMU_POLL_PAGE_OFFSET;
-    if (vmctx_page != ctx || mprotect(vmctx_page, PAGE, PROT_READ) != 0) {
+    if (vmctx_page != ctx || mprotect(vmctx_page, PAGE, poll_prot) != 0) {
         fprintf(stderr, "the vmctx poll page is not the mapping's first page\n");
         exit(2);
     }
@@ -432,9 +523,33 @@ static void set_up(void) {
     uint8_t *mem = map(PAGE + GEN_MEMORY_BYTES, PROT_READ | PROT_WRITE);
     heap = mem + PAGE;
     heap_page = heap + GEN_HEAP_MMU_POLL_PAGE_OFFSET;
-    if (heap_page != mem || mprotect(heap_page, PAGE, PROT_READ) != 0) {
+    if (heap_page != mem || mprotect(heap_page, PAGE, poll_prot) != 0) {
         fprintf(stderr, "the heap poll page is not right below the base\n");
         exit(2);
+    }
+
+    // The slots: the last 8 bytes of each poll page, the offsets the
+    // compiled pointer-swap polls reload them at.
+    slot_vmctx = (_Atomic uintptr_t *)(vmctx_page + GEN_MMU_POLL_SLOT_IN_PAGE);
+    slot_heap = (_Atomic uintptr_t *)(heap_page + GEN_MMU_POLL_SLOT_IN_PAGE);
+    if ((uint8_t *)slot_vmctx != vmctx_nomem + GEN_VMCTX_MMU_POLL_SLOT_OFFSET ||
+        (uint8_t *)slot_heap != heap + GEN_HEAP_MMU_POLL_SLOT_OFFSET ||
+        GEN_MMU_POLL_SLOT_IN_PAGE + 8 != PAGE) {
+        fprintf(stderr, "the slots are not the last 8 bytes of the poll pages\n");
+        exit(2);
+    }
+    if (GEN_POINTER_SWAP) {
+        // The page pair, mapped as the runtime's SwapPages::map does: one
+        // mapping, the first page readable zeros, the second never
+        // accessible; both slots start disarmed.
+        uint8_t *pair = map(2 * PAGE, PROT_NONE);
+        if (mprotect(pair, PAGE, PROT_READ) != 0) {
+            perror("mprotect");
+            exit(2);
+        }
+        swap_readable = pair;
+        swap_unreadable = pair + PAGE;
+        disarm_pages();
     }
 
     // The store context: no stack limit to speak of.
@@ -481,8 +596,7 @@ typedef void (*entry_trampoline)(const void *callee, void *caller_vmctx, void *v
 
 static uint8_t baseline[GEN_NUM_CASES][MAX_SLOTS][16] __attribute__((aligned(16)));
 
-static void run_case(int c, uint8_t values[MAX_SLOTS][16]) {
-    const struct gen_case *k = &gen_cases[c];
+static void run_call(const struct gen_case *k, uint8_t values[MAX_SLOTS][16]) {
     memset(values, 0, MAX_SLOTS * 16);
     for (uint32_t i = 0; i < k->nparams; i++) {
         memcpy(values[i], &k->params[i][0], 8);
@@ -493,6 +607,8 @@ static void run_case(int c, uint8_t values[MAX_SLOTS][16]) {
     t(funcrefs[k->func], module_vmctx(f->module), values);
     atomic_fetch_add(&progress, 1);
 }
+
+static void run_case(int c, uint8_t values[MAX_SLOTS][16]) { run_call(&gen_cases[c], values); }
 
 static void compare_case(int c) {
     uint8_t __attribute__((aligned(16))) values[MAX_SLOTS][16];
@@ -540,12 +656,19 @@ static void run_probe(uint64_t rounds) {
     probe_pattern[16] = 0;
     probe_pattern[27] = (uintptr_t)heap;
     probe_pattern[28] = (uintptr_t)vmctx_nomem;
+    if (GEN_POINTER_SWAP) {
+        // The registers the pointer-swap polls reload their slots into:
+        // after the poll they hold the readable page, whether the slot did
+        // or the handler repaired the register.
+        probe_pattern[15] = (uintptr_t)swap_readable;
+        probe_pattern[26] = (uintptr_t)swap_readable;
+    }
     for (int i = 32; i < 96; i++)
         probe_pattern[i] = rng();
     probe_pattern[96] = rng() & 0xf0000000u;                 // N, Z, C, V
     probe_pattern[97] = rng() & 0x0800009fu;                 // QC and the cumulative flags
     probe_pattern[98] = rng() & 0x07000000u;                 // AHP, DN, FZ
-    uint64_t r = probe_run(rounds);
+    uint64_t r = probe_run(rounds, GEN_POINTER_SWAP);
     checks += rounds * PROBE_CHECKS_PER_ROUND;
     if (r != 0) {
         char buf[64];
@@ -573,8 +696,10 @@ static void *armer(void *arg) {
     return NULL;
 }
 
-// Ends the run as a failure when the guest makes no progress (a poll that
-// faults forever, say, because the handler did not redirect it).
+// Ends the run as a failure when the guest makes no progress: no call of a
+// case or the probe finishes (a poll that faults forever, say, because the
+// handler did not redirect it, or one interrupted over and over). Interrupts
+// do not count as progress.
 static void *watchdog(void *arg) {
     (void)arg;
     uint64_t last = atomic_load(&progress);
@@ -585,7 +710,8 @@ static void *watchdog(void *arg) {
         idle = p == last ? idle + 1 : 0;
         last = p;
         if (idle >= WATCHDOG_SECONDS) {
-            printf("FAILURE: no progress for %d s (does the handler redirect to the trampoline?)\n",
+            printf("FAILURE: no call finished for %d s (does the handler redirect to the "
+                   "trampoline? does a poll fault over and over?)\n",
                    WATCHDOG_SECONDS);
             printf("aarch64 polls: %llu interrupts, %llu checks, %llu failures\n",
                    (unsigned long long)interrupts, (unsigned long long)checks,
@@ -617,6 +743,12 @@ static const char *class_names[NUM_CLASSES] = {
     "vmctx-relative wrapped (fenced)", "heap-relative wrapped (fenced)",
     "probe"};
 
+// Whether phase 2 must interrupt polls of class `k`: pointer-swap polls
+// all read at displacement 0, so none of them wraps.
+static int class_required(int k) {
+    return !GEN_POINTER_SWAP || (k != CLASS_WRAPPED_VMCTX && k != CLASS_WRAPPED_HEAP);
+}
+
 static void class_hits(uint64_t out[NUM_CLASSES], const uint64_t *since) {
     memset(out, 0, NUM_CLASSES * sizeof out[0]);
     for (int i = 0; i < GEN_NUM_POLLS; i++) {
@@ -637,6 +769,7 @@ static void class_hits(uint64_t out[NUM_CLASSES], const uint64_t *since) {
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     set_up();
+    printf("mode: %s\n", GEN_POINTER_SWAP ? "pointer-swap" : "mprotect");
     pthread_t dog;
     if (pthread_create(&dog, NULL, watchdog, NULL) != 0) {
         perror("pthread_create");
@@ -686,6 +819,42 @@ int main(void) {
     printf("phase 1: %llu interrupts armed by the calling thread\n",
            (unsigned long long)(interrupts - before));
 
+    // Sticky phase, pointer-swap mode only: the pages are armed before
+    // each call and stay armed through it (the runtime function does not
+    // disarm), so every poll the call executes must be interrupted, each
+    // once: it reloads the armed slot, faults, gets its base register
+    // repaired and runs again without faulting. The count must be the
+    // number of polls the Wasm control flow executes (from the test), so
+    // no poll may reuse a reload; the results must be the uninterrupted
+    // ones. (In mprotect mode a poll whose page stays protected faults
+    // forever.)
+    if (GEN_POINTER_SWAP) {
+        before = interrupts;
+        uint64_t executed = 0;
+        for (int c = 0; c < GEN_NUM_STICKY_CASES; c++) {
+            const struct gen_case *k = &gen_sticky_cases[c];
+            executed += k->polls;
+            const char *name = gen_funcs[k->func].name;
+            uint8_t __attribute__((aligned(16))) want[MAX_SLOTS][16], got[MAX_SLOTS][16];
+            run_call(k, want);
+            uint64_t n = interrupts;
+            sticky = 1;
+            arm_pages(3);
+            run_call(k, got);
+            sticky = 0;
+            disarm_pages();
+            checks += 2;
+            if (interrupts - n != k->polls)
+                fail("sticky %s: %llu interrupts, but the call executes %llu polls", name,
+                     (unsigned long long)(interrupts - n), (unsigned long long)k->polls);
+            if (memcmp(got, want, k->nresults * 16) != 0)
+                fail("sticky %s: the result differs from the uninterrupted one", name);
+        }
+        printf("sticky phase: %llu interrupts in %d calls that execute %llu polls\n",
+               (unsigned long long)(interrupts - before), GEN_NUM_STICKY_CASES,
+               (unsigned long long)executed);
+    }
+
     // Phase 2: another thread arms the pages while the guests run.
     static uint64_t since[GEN_NUM_POLLS + 2];
     for (int i = 0; i < GEN_NUM_POLLS + 2; i++)
@@ -707,18 +876,20 @@ int main(void) {
         class_hits(classes, since);
         int covered = 1;
         for (int k = 0; k < NUM_CLASSES; k++)
-            covered &= classes[k] > 0;
+            covered &= classes[k] > 0 || !class_required(k);
         if ((covered && rounds >= PHASE2_MIN_ROUNDS && interrupts - before >= PHASE2_TARGET_INTERRUPTS) ||
             now() - start > PHASE2_MAX_SECONDS)
             break;
     }
     atomic_store(&stop_arming, 1);
     pthread_join(thread, NULL);
-    unprotect_pages();
+    disarm_pages();
     printf("phase 2: %llu interrupts from %llu arms by another thread in %d rounds (%.1f s)\n",
            (unsigned long long)(interrupts - before), (unsigned long long)atomic_load(&arms), rounds,
            now() - start);
     for (int k = 0; k < NUM_CLASSES; k++) {
+        if (!class_required(k))
+            continue;
         printf("  at %s polls: %llu\n", class_names[k], (unsigned long long)classes[k]);
         checks++;
         if (classes[k] == 0)

@@ -15,22 +15,40 @@
 // the register the trampoline resumes through (the polls load into it, as
 // a poll may load into any register that is not live).
 //
-// uint64_t probe_run(uint64_t rounds)
+// In pointer-swap mode the polls are the two instructions the compiler
+// emits there (`dead_load_through_slot`): a reload of the poll page's slot
+// (`ldur x15, [x28, #GEN_VMCTX_MMU_POLL_SLOT_OFFSET]`, through the heap base
+// into x26) and the poll, `ldr w16, [x15]` (or `[x26]`), the PC the handler
+// sees. There the handler also changes the poll's base register, to the
+// readable page: the table holds that page's address for x15 and x26, so
+// the checks show that the repair happened and that it changed nothing
+// else.
+//
+// uint64_t probe_run(uint64_t rounds, uint64_t pointer_swap)
 //   Runs `rounds` rounds of (fill, poll through the vmctx, check, fill,
-//   poll through the heap base, check). Returns 0, or 1 + the number of
-//   the first check that failed (numbers below); the failing round's
-//   registers are lost then.
+//   poll through the heap base, check), with pointer-swap polls if
+//   `pointer_swap` is not 0. Returns 0, or 1 + the number of the first
+//   check that failed (numbers below); the failing round's registers are
+//   lost then.
 //
 // The table `probe_pattern` (uint64_t[99], in harness.c) holds:
 //   [0..31)    x0..x30 (x16's slot unused; x28 must be the vmctx of the
 //              memoryless instance, the one with a poll page, and x27
-//              memory 0's base: the polls' base registers)
+//              memory 0's base: the polls' base registers; in pointer-swap
+//              mode x15 and x26 the readable page)
 //   [32..96)   v0..v31, low half then high half
 //   [96]       NZCV   [97] FPSR   [98] FPCR
 // `probe_saved_sp` receives sp before every poll.
 //
 // Check numbers: x0..x30 are 0..30 (16 unused), sp 31, NZCV 32, FPSR 33,
 // FPCR 34, v<i> low half 35 + 2i, high half 36 + 2i: 98 checks per poll.
+
+#include "gen.h"
+
+// The mprotect-mode polls read the top 4 bytes of each poll page, as the
+// compiled code's first slot does.
+#define PROBE_VMCTX_DISP (GEN_VMCTX_MMU_POLL_PAGE_OFFSET + GEN_MMU_POLL_PAGE_SIZE - 4)
+#define PROBE_HEAP_DISP (GEN_HEAP_MMU_POLL_PAGE_OFFSET + GEN_MMU_POLL_PAGE_SIZE - 4)
 
 #define PAT_V 256
 #define PAT_NZCV 768
@@ -49,7 +67,8 @@
 //   144       rounds left     152      FPCR at entry
 //   160       NZCV seen       168      x17 seen
 //   176       FPSR seen       184      FPCR seen
-#define FRAME 192
+//   192       pointer_swap
+#define FRAME 208
 
 // Loads every register but x16 from the pattern table and records sp.
 .macro FILL
@@ -153,20 +172,39 @@ probe_run:
     stp d12, d13, [sp, #112]
     stp d14, d15, [sp, #128]
     str x0, [sp, #144]
+    str x1, [sp, #192]
     mrs x1, fpcr
     str x1, [sp, #152]
     cbz x0, .Ldone
 .Lround:
+    // x16 is free until FILL.
+    ldr x16, [sp, #192]
+    cbnz x16, .Lswap_round
     FILL
     .globl probe_poll_vmctx
 probe_poll_vmctx:
-    ldur w16, [x28, #-20]
+    ldur w16, [x28, #PROBE_VMCTX_DISP]
     CHECK
     FILL
     .globl probe_poll_heap
 probe_poll_heap:
-    ldur w16, [x27, #-4]
+    ldur w16, [x27, #PROBE_HEAP_DISP]
     CHECK
+    b .Lnext_round
+.Lswap_round:
+    FILL
+    ldur x15, [x28, #GEN_VMCTX_MMU_POLL_SLOT_OFFSET]
+    .globl probe_swap_poll_vmctx
+probe_swap_poll_vmctx:
+    ldr w16, [x15]
+    CHECK
+    FILL
+    ldur x26, [x27, #GEN_HEAP_MMU_POLL_SLOT_OFFSET]
+    .globl probe_swap_poll_heap
+probe_swap_poll_heap:
+    ldr w16, [x26]
+    CHECK
+.Lnext_round:
     ldr x16, [sp, #144]
     subs x16, x16, #1
     str x16, [sp, #144]
