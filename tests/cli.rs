@@ -346,6 +346,24 @@ fn mmu_timeout_matches_epoch_timeout() {
         "same message, backtrace included"
     );
 
+    // The same through pointer-swap arming.
+    let swap = run(&[
+        "-Wtimeout=200ms",
+        "-Wmmu-interruption=y",
+        "-Wmmu-interruption-mode=pointer-swap",
+        &t,
+        "loop",
+    ]);
+    assert_status(&swap, 134);
+    assert_eq!(stderr(&swap), stderr(&epoch), "same message in pointer-swap mode");
+    let bad = run(&["-Wmmu-interruption=y", "-Wmmu-interruption-mode=swap", &t, "args"]);
+    assert_ne!(bad.status.code(), Some(0));
+    assert!(
+        stderr(&bad).contains("expects `mprotect` or `pointer-swap`"),
+        "{}",
+        stderr(&bad)
+    );
+
     let o = run(&["-W", "timeout=10s,mmu-interruption=y", &t, "args"]);
     assert_status(&o, 0);
     // MMU interruption without a timeout only adds polls.

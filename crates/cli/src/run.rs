@@ -388,6 +388,17 @@ impl RunCommand {
                     config.mmu_interruption(on);
                     r.mmu_interruption = on;
                 }
+                (Group::Wasm, "mmu-interruption-mode") => {
+                    if let Value::Text(mode) = &s.value {
+                        config.mmu_interruption_mode(match mode.as_str() {
+                            "mprotect" => wasmtime::MmuInterruptionMode::Mprotect,
+                            "pointer-swap" => wasmtime::MmuInterruptionMode::PointerSwap,
+                            other => bail!(
+                                "-W mmu-interruption-mode expects `mprotect` or `pointer-swap`, not `{other}`"
+                            ),
+                        });
+                    }
+                }
                 (Group::Wasm, "max-wasm-stack") => {
                     config.max_wasm_stack(usize_of(s)?);
                 }
