@@ -24,6 +24,7 @@ fuzz_target!(|data: &[u8]| {
         fuel: Fuel::Off,
         asynchronous: false,
         mmu: Mmu::Off,
+        mmu_mode: wasmtime::MmuInterruptionMode::Mprotect,
     });
     let Some(ours) = ours_compile(&engine, data) else {
         stats::exec_done();

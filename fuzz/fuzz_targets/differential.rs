@@ -9,7 +9,8 @@
 //! input ends there too (`skip_ours_*`); its yielding knobs (async calls
 //! that yield at epoch checks or fuel intervals, MMU interrupts sent from
 //! another thread at random moments and answered with "continue" or
-//! "yield") must change nothing, so they are never a reason to skip. A
+//! "yield", in either arming mode) must change nothing, so they are never a
+//! reason to skip. A
 //! stack overflow must happen in both, but ends the input as well
 //! (`stop_after_stack_overflow`): the depth at which it happens is the
 //! engine's to choose. See `dump` for
@@ -230,6 +231,9 @@ fn block_on<F: Future>(future: F) -> F::Output {
 /// The MMU knob's part of [`OursInterrupts`] for [`Mmu::Interrupts`].
 struct MmuInterrupts {
     interrupter: wasmtime::MmuInterrupter,
+    /// Whether the engine arms by pointer swap (counted apart, so a run
+    /// shows that both modes were exercised).
+    pointer_swap: bool,
     period_us: u32,
     then: MmuThen,
     asynchronous: bool,
@@ -283,6 +287,7 @@ impl MmuInterrupts {
         );
         Some(MmuInterrupts {
             interrupter: store.mmu_interrupter().unwrap(),
+            pointer_swap: config.mmu_mode == wasmtime::MmuInterruptionMode::PointerSwap,
             period_us,
             then,
             asynchronous: config.asynchronous,
@@ -339,6 +344,9 @@ impl MmuInterrupts {
         sender.stop.store(true, Ordering::Relaxed);
         let (sent, dropped) = sender.thread.join().unwrap();
         stats::bump("ours_mmu_steps");
+        if self.pointer_swap {
+            stats::bump("ours_mmu_steps_pointer_swap");
+        }
         stats::add("ours_mmu_interrupts_sent", sent);
         stats::add("ours_mmu_interrupts_dropped", dropped);
         let landed = self.landed.load(Ordering::Relaxed);

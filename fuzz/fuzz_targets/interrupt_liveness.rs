@@ -13,6 +13,9 @@
 //! * `MmuCallback`: the same interrupts, and an MMU-interrupt callback
 //!   that lets the first few pass (`Continue`) and then interrupts.
 //!
+//! Both MMU modes run in either arming mode (`OursConfig::mmu_mode`, drawn
+//! per input or pinned with `WASMTIME_FUZZ_MMU_MODE`).
+//!
 //! A run may also end in another trap (stack overflow from recursion, a
 //! trap the module asks for); that is counted, not a finding. A run that
 //! has not stopped `ESCAPE` after the tick or interrupt that should have
@@ -146,6 +149,9 @@ fn run(data: &[u8]) -> Result<()> {
         Mmu::Off if !mode.is_mmu() => Mmu::Off,
         _ => Mmu::Polls,
     };
+    if mode.is_mmu() && config.mmu_mode == wasmtime::MmuInterruptionMode::PointerSwap {
+        stats::bump("mmu_runs_pointer_swap");
+    }
     match mode {
         Mode::Fuel { .. } => {
             config.epochs = Epochs::Off;

@@ -128,8 +128,38 @@ pub enum MmuThen {
 }
 
 /// What of [`OursConfig`] is baked into an engine: opt level, memory,
-/// epochs on, fuel on, MMU polls on.
-pub type EngineKey = (OptLevel, MemoryKnobs, bool, bool, bool);
+/// epochs on, fuel on, MMU polls on and in which arming mode.
+pub type EngineKey = (
+    OptLevel,
+    MemoryKnobs,
+    bool,
+    bool,
+    Option<wasmtime::MmuInterruptionMode>,
+);
+
+/// The environment variable that pins [`OursConfig::mmu_mode`] for a
+/// whole run (`mprotect` or `pointer-swap`), for a fuzzing run that
+/// covers one arming mode only. Unset, each input draws its mode.
+pub const MMU_MODE_ENV: &str = "WASMTIME_FUZZ_MMU_MODE";
+
+/// The arming mode [`MMU_MODE_ENV`] pins, if any.
+///
+/// # Panics
+///
+/// If the variable holds anything but `mprotect` or `pointer-swap`: a
+/// misspelt mode must not silently fuzz the other one.
+pub fn pinned_mmu_mode() -> Option<wasmtime::MmuInterruptionMode> {
+    static PINNED: std::sync::OnceLock<Option<wasmtime::MmuInterruptionMode>> =
+        std::sync::OnceLock::new();
+    *PINNED.get_or_init(|| {
+        let value = std::env::var(MMU_MODE_ENV).ok()?;
+        Some(match value.as_str() {
+            "mprotect" => wasmtime::MmuInterruptionMode::Mprotect,
+            "pointer-swap" => wasmtime::MmuInterruptionMode::PointerSwap,
+            other => panic!("{MMU_MODE_ENV} must be `mprotect` or `pointer-swap`, not `{other}`"),
+        })
+    })
+}
 
 /// Our engine's configuration for one input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -142,6 +172,9 @@ pub struct OursConfig {
     /// fiber, polled by a busy-waiting executor until they finish.
     pub asynchronous: bool,
     pub mmu: Mmu,
+    /// How MMU interrupts are armed (`Config::mmu_interruption_mode`), when
+    /// `mmu` is not `Off`: both modes must give the same results.
+    pub mmu_mode: wasmtime::MmuInterruptionMode,
 }
 
 impl OursConfig {
@@ -199,6 +232,12 @@ impl OursConfig {
                 ])?,
             },
         };
+        let drawn_mode = if u.arbitrary()? {
+            wasmtime::MmuInterruptionMode::PointerSwap
+        } else {
+            wasmtime::MmuInterruptionMode::Mprotect
+        };
+        let mmu_mode = pinned_mmu_mode().unwrap_or(drawn_mode);
         Ok(OursConfig {
             opt_level,
             memory: MemoryKnobs {
@@ -212,6 +251,7 @@ impl OursConfig {
             fuel,
             asynchronous,
             mmu,
+            mmu_mode,
         })
     }
 
@@ -234,6 +274,7 @@ impl OursConfig {
         c.epoch_interruption(self.epochs != Epochs::Off);
         c.consume_fuel(self.fuel != Fuel::Off);
         c.mmu_interruption(self.mmu != Mmu::Off);
+        c.mmu_interruption_mode(self.mmu_mode);
         c
     }
 
@@ -245,7 +286,7 @@ impl OursConfig {
             self.memory,
             self.epochs != Epochs::Off,
             self.fuel != Fuel::Off,
-            self.mmu != Mmu::Off,
+            (self.mmu != Mmu::Off).then_some(self.mmu_mode),
         )
     }
 }
