@@ -355,8 +355,17 @@ fn mmu_timeout_matches_epoch_timeout() {
         "loop",
     ]);
     assert_status(&swap, 134);
-    assert_eq!(stderr(&swap), stderr(&epoch), "same message in pointer-swap mode");
-    let bad = run(&["-Wmmu-interruption=y", "-Wmmu-interruption-mode=swap", &t, "args"]);
+    assert_eq!(
+        stderr(&swap),
+        stderr(&epoch),
+        "same message in pointer-swap mode"
+    );
+    let bad = run(&[
+        "-Wmmu-interruption=y",
+        "-Wmmu-interruption-mode=swap",
+        &t,
+        "args",
+    ]);
     assert_ne!(bad.status.code(), Some(0));
     assert!(
         stderr(&bad).contains("expects `mprotect` or `pointer-swap`"),
