@@ -10,7 +10,8 @@
 # `--compare A B` counts configuration A against configuration B, each
 # `ENGINE:MODE` as `bench sightglass --engine` takes it (the default is
 # `ours:plain upstream:plain`); the ratio is A / B. `ours:mmu ours:plain` is
-# the MMU poll overhead in instructions.
+# the MMU poll overhead in instructions; `ARMING=swap` (passed on as
+# `--arming swap`) counts the pointer-swap polls instead of the mprotect ones.
 #
 # Needs valgrind (Debian's `valgrind`). Under callgrind everything runs ~50×
 # slower: all 121 programs take about an hour, a short list minutes. The two engines of
@@ -52,7 +53,7 @@ count() {
     local engine="$1" program="$2" log="$3"
     valgrind --tool=callgrind --callgrind-out-file=/dev/null \
         --collect-atstart=no --toggle-collect='*call_start*' \
-        "$bench" sightglass --engine "$engine" --runs 1 --filter "$program\$" \
+        "$bench" sightglass --engine "$engine" ${ARMING:+--arming "$ARMING"} --runs 1 --filter "$program\$" \
         >"$work/$log.log" 2>"$work/$log.err" || {
         tail -n 20 "$work/$log.err" >&2
         return 1

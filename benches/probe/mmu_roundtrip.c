@@ -3,14 +3,26 @@
  * least a program can do to be interrupted through the MMU, as a yardstick
  * for our engine's MMU interruption.
  *
- * One page, readable. A SIGSEGV handler (SA_SIGINFO | SA_ONSTACK) that
- * makes the page readable again and returns, so that the faulting load runs
- * again and succeeds. "Arming" is mprotect(PROT_NONE); the next load of the
- * page faults, the kernel delivers SIGSEGV, the handler disarms, sigreturn
- * resumes the load. Our engine does the same steps and more: its handler
- * tells a poll from other faults and redirects to a trampoline that saves
- * every register and calls into the runtime, which disarms, checks the
- * call's generation and runs the store's callback.
+ * Two arming mechanisms, chosen per call (`mode`):
+ *
+ * - PROBE_MPROTECT (0): one page, readable. A SIGSEGV handler
+ *   (SA_SIGINFO | SA_ONSTACK) makes the page readable again and returns, so
+ *   that the faulting load runs again and succeeds. "Arming" is
+ *   mprotect(PROT_NONE); the next load of the page faults, the kernel
+ *   delivers SIGSEGV, the handler disarms, sigreturn resumes the load.
+ * - PROBE_SWAP (1): two pages, one readable and one never readable, and a
+ *   slot holding the address of one of them (the readable one while
+ *   disarmed). A poll is `mov rax, [slot]; mov eax, [rax]`. "Arming" is an
+ *   atomic store of the unreadable page's address into the slot: no system
+ *   call, no TLB flush. The next poll's second load faults; the handler
+ *   stores the readable address back into the slot (disarming) and sets the
+ *   interrupted rax to the readable page in the ucontext, so that the
+ *   faulting load runs again, through the readable page, and succeeds.
+ *
+ * Our engine does the same steps and more: its handler tells a poll from
+ * other faults and redirects to a trampoline that saves every register and
+ * calls into the runtime, which disarms, checks the call's generation and
+ * runs the store's callback.
  *
  * Times are CLOCK_MONOTONIC nanoseconds, the clock that Rust's `Instant`
  * reads, so both sides pay the same for a reading.
@@ -39,11 +51,23 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
-/* The probe's page, while a probe function runs. */
+#define PROBE_MPROTECT 0
+#define PROBE_SWAP 1
+
+/* The arming mechanism of the probe function running now. */
+static int mode;
+
+/* The probe's page, while a probe function runs: in PROBE_MPROTECT the page
+ * the poll reads; in PROBE_SWAP the readable page, with the unreadable one
+ * right after it (`page_len` bytes each). */
 static char *page;
 static size_t page_len;
+
+/* PROBE_SWAP: the pointer a poll reloads, `page` or `page + page_len`. */
+static char *_Atomic slot;
 
 /* The SIGSEGV action the probe replaced. */
 static struct sigaction previous;
@@ -77,24 +101,60 @@ static void protect(int prot) {
     }
 }
 
-/* The poll: one load of the page, as our compiled code does it. */
+/* PROBE_MPROTECT's poll: one load of the page, as our compiled code does
+ * it. */
 static inline void poll_page(void) {
     __asm__ volatile("movl (%0), %%eax" : : "r"(page) : "eax", "memory");
 }
 
+/* PROBE_SWAP's poll: reload the slot, then load through it. The handler
+ * repairs rax, so the pointer must be in rax. */
+static inline void poll_slot(void) {
+    __asm__ volatile("movq (%0), %%rax\n\tmovl (%%rax), %%eax"
+                     :
+                     : "r"(&slot)
+                     : "rax", "memory");
+}
+
+/* The poll of the mode in use. */
+static inline void poll(void) {
+    if (mode == PROBE_SWAP) {
+        poll_slot();
+    } else {
+        poll_page();
+    }
+}
+
+/* Arms the page (PROBE_MPROTECT) or the slot (PROBE_SWAP). */
+static void arm(void) {
+    if (mode == PROBE_SWAP) {
+        atomic_store(&slot, page + page_len);
+    } else {
+        protect(PROT_NONE);
+    }
+}
+
 static void handler(int sig, siginfo_t *info, void *context) {
     (void)sig;
-    (void)context;
     int saved_errno = errno;
     char *addr = info->si_addr;
-    if (page == NULL || addr < page || addr >= page + page_len) {
+    /* The page whose fault is the probe's: the poll page, or the
+     * unreadable swap page. */
+    char *armed = mode == PROBE_SWAP ? page + page_len : page;
+    if (page == NULL || addr < armed || addr >= armed + page_len) {
         /* Not the probe's fault: hand it to whoever handled SIGSEGV
          * before (the faulting instruction runs again). */
         sigaction(SIGSEGV, &previous, NULL);
         errno = saved_errno;
         return;
     }
-    protect(PROT_READ);
+    if (mode == PROBE_SWAP) {
+        atomic_store(&slot, page);
+        ucontext_t *uc = context;
+        uc->uc_mcontext.gregs[REG_RAX] = (greg_t)page;
+    } else {
+        protect(PROT_READ);
+    }
     uint64_t t = now_ns();
     if (atomic_load(&cross)) {
         uint64_t t0 = atomic_exchange(&pending, 0);
@@ -109,23 +169,39 @@ static void handler(int sig, siginfo_t *info, void *context) {
     errno = saved_errno;
 }
 
-/* Maps the page and installs the handler. */
-static int setup(void) {
+/* Maps the page (two in PROBE_SWAP) and installs the handler. */
+static int setup(int with_mode) {
+    if (with_mode != PROBE_MPROTECT && with_mode != PROBE_SWAP) {
+        errno = EINVAL;
+        return -1;
+    }
+    mode = with_mode;
     page_len = (size_t)sysconf(_SC_PAGESIZE);
-    void *p = mmap(NULL, page_len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    size_t len = mode == PROBE_SWAP ? 2 * page_len : page_len;
+    void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
         return -1;
     }
     page = p;
+    if (mode == PROBE_SWAP) {
+        if (mprotect(page + page_len, page_len, PROT_NONE) != 0) {
+            int e = errno;
+            munmap(page, len);
+            page = NULL;
+            errno = e;
+            return -1;
+        }
+        atomic_store(&slot, page);
+    }
     /* Fault the page in now, so that the first event does not. */
-    poll_page();
+    poll();
     struct sigaction action = {0};
     action.sa_sigaction = handler;
     action.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&action.sa_mask);
     if (sigaction(SIGSEGV, &action, &previous) != 0) {
         int e = errno;
-        munmap(page, page_len);
+        munmap(page, len);
         page = NULL;
         errno = e;
         return -1;
@@ -133,31 +209,32 @@ static int setup(void) {
     return 0;
 }
 
-/* Puts the previous handler back and unmaps the page. */
+/* Puts the previous handler back and unmaps the page(s). */
 static void teardown(void) {
     sigaction(SIGSEGV, &previous, NULL);
-    munmap(page, page_len);
+    munmap(page, mode == PROBE_SWAP ? 2 * page_len : page_len);
     page = NULL;
 }
 
 /*
- * Same thread, `events` times: read the clock (t0), arm the page (if
- * `arm`), load it (faulting, when armed), read the clock again (t2).
- * `to_handler[i]` gets the time from t0 to the handler's reading, taken
- * after it disarmed (0 when not armed); `total[i]` gets t2 - t0.
+ * Same thread, `events` times, arming as `with_mode` says: read the clock
+ * (t0), arm (if `armed`), poll (faulting, when armed), read the clock again
+ * (t2). `to_handler[i]` gets the time from t0 to the handler's reading,
+ * taken after it disarmed (0 when not armed); `total[i]` gets t2 - t0.
  */
-int mmu_probe_same_thread(size_t events, int arm, uint64_t *to_handler, uint64_t *total) {
-    if (setup() != 0) {
+int mmu_probe_same_thread(size_t events, int with_mode, int armed, uint64_t *to_handler,
+                          uint64_t *total) {
+    if (setup(with_mode) != 0) {
         return -1;
     }
     atomic_store(&cross, 0);
     for (size_t i = 0; i < events; i++) {
         atomic_store(&handled_at, 0);
         uint64_t t0 = now_ns();
-        if (arm) {
-            protect(PROT_NONE);
+        if (armed) {
+            arm();
         }
-        poll_page();
+        poll();
         uint64_t t2 = now_ns();
         uint64_t t1 = atomic_load(&handled_at);
         to_handler[i] = t1 != 0 ? t1 - t0 : 0;
@@ -193,25 +270,25 @@ static void *arm_at_random(void *arg) {
             break;
         }
         atomic_store(&pending, now_ns());
-        protect(PROT_NONE);
+        arm();
     }
     return NULL;
 }
 
 /*
- * Cross thread: this thread loads the page in a loop while a second thread
- * arms it every `min_us`..=`max_us` microseconds (uniformly at random,
- * from `seed`), until `events` faults were handled. `latency[i]` gets the
- * time from just before the i-th arm to the handler's reading, taken after
- * it disarmed.
+ * Cross thread, arming as `with_mode` says: this thread polls in a loop
+ * while a second thread arms every `min_us`..=`max_us` microseconds
+ * (uniformly at random, from `seed`), until `events` faults were handled.
+ * `latency[i]` gets the time from just before the i-th arm to the handler's
+ * reading, taken after it disarmed.
  */
-int mmu_probe_cross_thread(size_t events, unsigned min_us, unsigned max_us, uint64_t seed,
-                           uint64_t *latency) {
+int mmu_probe_cross_thread(size_t events, int with_mode, unsigned min_us, unsigned max_us,
+                           uint64_t seed, uint64_t *latency) {
     if (min_us > max_us) {
         errno = EINVAL;
         return -1;
     }
-    if (setup() != 0) {
+    if (setup(with_mode) != 0) {
         return -1;
     }
     latencies = latency;
@@ -230,7 +307,7 @@ int mmu_probe_cross_thread(size_t events, unsigned min_us, unsigned max_us, uint
         return -1;
     }
     while (atomic_load(&done) < events) {
-        poll_page();
+        poll();
     }
     atomic_store(&stop, 1);
     pthread_join(thread, NULL);
@@ -241,18 +318,21 @@ int mmu_probe_cross_thread(size_t events, unsigned min_us, unsigned max_us, uint
 
 #else
 
-int mmu_probe_same_thread(size_t events, int arm, uint64_t *to_handler, uint64_t *total) {
+int mmu_probe_same_thread(size_t events, int with_mode, int armed, uint64_t *to_handler,
+                          uint64_t *total) {
     (void)events;
-    (void)arm;
+    (void)with_mode;
+    (void)armed;
     (void)to_handler;
     (void)total;
     errno = ENOSYS;
     return -1;
 }
 
-int mmu_probe_cross_thread(size_t events, unsigned min_us, unsigned max_us, uint64_t seed,
-                           uint64_t *latency) {
+int mmu_probe_cross_thread(size_t events, int with_mode, unsigned min_us, unsigned max_us,
+                           uint64_t seed, uint64_t *latency) {
     (void)events;
+    (void)with_mode;
     (void)min_us;
     (void)max_us;
     (void)seed;

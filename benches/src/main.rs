@@ -5,8 +5,9 @@
 //! cargo run --release -p wasmtime-mmu-benches -- kernels [--runs N] [--filter NAME[,NAME...]] [--mode plain|epochs|fuel|mmu|all]
 //! cargo run --release -p wasmtime-mmu-benches -- interrupt-overhead [--runs N] [--filter NAME[,NAME...]] [--mode ...]
 //! cargo run --release -p wasmtime-mmu-benches -- stacks [--runs N]
-//! cargo run --release -p wasmtime-mmu-benches -- sightglass [--benchmarks DIR] [--runs N] [--quick] [--filter NAME[,NAME...]] [--mode plain|epochs|fuel|mmu|all] [--engine ours|upstream[:MODE]] [--list] [--trace]
-//! cargo run --release -p wasmtime-mmu-benches -- mmu-roundtrip [--runs N]
+//! cargo run --release -p wasmtime-mmu-benches -- sightglass [--benchmarks DIR] [--runs N] [--quick] [--filter NAME[,NAME...]] [--mode plain|epochs|fuel|mmu|all] [--arming mprotect|swap] [--engine ours|upstream[:MODE]] [--list] [--trace]
+//! cargo run --release -p wasmtime-mmu-benches -- mmu-roundtrip [--runs N] [--arming mprotect|swap|both]
+//! cargo run --release -p wasmtime-mmu-benches -- mmu-load [--workers N] [--runs N] [--quick] [--arming mprotect|swap|both]
 //! ```
 //!
 //! Modes (`--mode`, see [`modes`]): `plain` (the default of `kernels` and
@@ -19,10 +20,17 @@
 //!
 //! `mmu-roundtrip` (see [`roundtrip`]) times one MMU interrupt, from arming
 //! the page to the interrupted code running again, in our engine and in a
-//! minimal C program doing the same steps (`benches/probe/mmu_roundtrip.c`).
+//! minimal C program doing the same steps (`benches/probe/mmu_roundtrip.c`),
+//! for each arming mechanism (`--arming`, default both).
+//!
+//! `mmu-load` (see [`load`]) measures interrupts while every worker thread
+//! is busy: delivery latency (against `benches/probe/mmu_load.c`) and the
+//! throughput that time slicing costs, for epochs and both MMU arming
+//! mechanisms.
 
 mod interrupt;
 mod kernels;
+mod load;
 mod modes;
 mod probe;
 mod roundtrip;
@@ -40,11 +48,15 @@ usage: bench kernels [--runs N] [--filter NAME[,NAME...]] [--mode MODE]
        bench stacks [--runs N]
        bench sightglass [--benchmarks DIR] [--runs N] [--quick] [--filter NAME[,NAME...]]
                         [--mode MODE] [--engine ours|upstream[:MODE]] [--list] [--trace]
-       bench mmu-roundtrip [--runs N]
+       bench mmu-roundtrip [--runs N] [--arming mprotect|swap|both]
+       bench mmu-load [--workers N] [--runs N] [--quick] [--arming mprotect|swap|both]
 MODE: plain, epochs, fuel, mmu (ours with MMU polls, set against upstream's epochs,
       which it measures too) or all (the default of interrupt-overhead)
 --engine E:MODE: only engine E in only that mode (plain, epoch, fuel or mmu)
---runs: timed runs per configuration (mmu-roundtrip: rounds of 10,000 events)";
+--runs: timed runs per configuration (mmu-roundtrip: rounds of 10,000 events; mmu-load: rounds)
+--arming: the MMU arming mechanisms to measure (default both; mmu-load measures epochs besides;
+          kernels, interrupt-overhead and sightglass: how `mmu` arms, one of them, default mprotect)
+--workers: mmu-load's busy worker threads (default: the number of CPUs)";
 
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
@@ -56,6 +68,17 @@ fn main() -> Result<()> {
         return Ok(());
     }
     let options = Options::parse(args)?;
+    if matches!(
+        command.as_str(),
+        "kernels" | "interrupt-overhead" | "sightglass"
+    ) && let Some(arming) = &options.arming
+    {
+        // These suites have one `mmu` column: it arms one way per run.
+        let [one] = arming.as_slice() else {
+            bail!("`{command}` measures one MMU arming per run: --arming mprotect or swap");
+        };
+        modes::set_mmu_arming(one.mode())?;
+    }
     match command.as_str() {
         "kernels" => match options.modes() {
             [] => kernels::run(&options),
@@ -68,9 +91,10 @@ fn main() -> Result<()> {
         "stacks" => stacks::run(&options),
         "sightglass" => sightglass::run(&options),
         "mmu-roundtrip" => roundtrip::run(&options),
+        "mmu-load" => load::run(&options),
         other => bail!(
             "unknown benchmark suite `{other}` (expected `kernels`, `interrupt-overhead`, \
-             `stacks`, `sightglass` or `mmu-roundtrip`)"
+             `stacks`, `sightglass`, `mmu-roundtrip` or `mmu-load`)"
         ),
     }
 }
@@ -95,7 +119,8 @@ pub struct Options {
     /// `sightglass`: the benchmarks folder (default `../shared/benchmarks`
     /// next to the repository, or `$SIGHTGLASS_BENCHMARKS`).
     pub benchmarks: Option<PathBuf>,
-    /// `sightglass`: the CI smoke (3 runs of a handful of fast programs).
+    /// `sightglass`: the CI smoke (3 runs of a handful of fast programs);
+    /// `mmu-load`: the short version (about a minute).
     pub quick: bool,
     /// `kernels`, `interrupt-overhead` and `sightglass`: the
     /// instrumentation modes to measure besides plain (`--mode`, in table
@@ -114,6 +139,11 @@ pub struct Options {
     /// `sightglass`: print every iteration's numbers to stderr, with the
     /// machine's speed and stolen time around it (see `probe::Probe`).
     pub trace: bool,
+    /// `mmu-roundtrip` and `mmu-load`: the MMU arming mechanisms
+    /// (`--arming`; `None`: both).
+    pub arming: Option<Vec<roundtrip::Arming>>,
+    /// `mmu-load`: busy worker threads (`--workers`; `None`: one per CPU).
+    pub workers: Option<usize>,
 }
 
 impl Options {
@@ -128,6 +158,8 @@ impl Options {
             engine_mode: None,
             list: false,
             trace: false,
+            arming: None,
+            workers: None,
         };
         while let Some(arg) = args.next() {
             match arg.as_str() {
@@ -154,6 +186,20 @@ impl Options {
                     options.benchmarks = Some(PathBuf::from(dir));
                 }
                 "--quick" => options.quick = true,
+                "--arming" => {
+                    let value = args.next().unwrap_or_default();
+                    options.arming = Some(roundtrip::Arming::parse(&value)?);
+                }
+                "--workers" => {
+                    let value = args.next().unwrap_or_default();
+                    let workers: usize = value
+                        .parse()
+                        .map_err(|_| anyhow::anyhow!("--workers needs a number, got `{value}`"))?;
+                    if workers == 0 {
+                        bail!("--workers must be at least 1");
+                    }
+                    options.workers = Some(workers);
+                }
                 "--list" => options.list = true,
                 "--trace" => options.trace = true,
                 "-h" | "--help" => {
@@ -208,6 +254,18 @@ impl Options {
     /// given).
     pub fn modes(&self) -> &[Mode] {
         self.modes.as_deref().unwrap_or_default()
+    }
+
+    /// The MMU arming mechanisms to measure: `--arming`, else both.
+    pub fn armings(&self) -> &[roundtrip::Arming] {
+        self.arming.as_deref().unwrap_or(&roundtrip::Arming::BOTH)
+    }
+
+    /// Busy worker threads: `--workers`, else one per CPU.
+    pub fn workers(&self) -> usize {
+        self.workers.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        })
     }
 
     /// Timed runs: `--runs`, else the suite's `default`.

@@ -80,9 +80,32 @@ pub trait MmuConfig {
     fn enable_mmu_polls(&mut self) -> anyhow::Result<()>;
 }
 
+/// How ours arms MMU interrupts in [`Mode::Mmu`] for the whole process
+/// (`--arming` of `sightglass`, `kernels` and `interrupt-overhead`; the
+/// engine's default, mprotect, unless set). Set once, before any engine is
+/// made.
+static MMU_ARMING: std::sync::OnceLock<wasmtime::MmuInterruptionMode> = std::sync::OnceLock::new();
+
+/// Makes every later [`Mode::Mmu`] engine of ours arm with `mode`.
+///
+/// # Errors
+///
+/// If another mode was set before.
+pub fn set_mmu_arming(mode: wasmtime::MmuInterruptionMode) -> anyhow::Result<()> {
+    let set = *MMU_ARMING.get_or_init(|| mode);
+    anyhow::ensure!(set == mode, "the MMU arming mode is already {set:?}");
+    Ok(())
+}
+
+/// The arming mode [`Mode::Mmu`] engines of ours use.
+pub fn mmu_arming() -> wasmtime::MmuInterruptionMode {
+    MMU_ARMING.get().copied().unwrap_or_default()
+}
+
 impl MmuConfig for wasmtime::Config {
     fn enable_mmu_polls(&mut self) -> anyhow::Result<()> {
         self.mmu_interruption(true);
+        self.mmu_interruption_mode(mmu_arming());
         Ok(())
     }
 }

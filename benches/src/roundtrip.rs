@@ -7,6 +7,14 @@
 //! records the time and answers `Continue`; times are `Instant`s, the C
 //! probe reads the same clock (`CLOCK_MONOTONIC`).
 //!
+//! Both arming mechanisms are measured (`--arming mprotect|swap|both`, see
+//! [`Arming`]), each against the probe doing the same: `mprotect` of the
+//! poll page to `PROT_NONE` (ours: `MmuInterruptionMode::Mprotect`), or an
+//! atomic store of a never-readable page's address into the slot that a
+//! poll reloads (ours: `MmuInterruptionMode::PointerSwap`; the probe's poll
+//! is `mov rax, [slot]; mov eax, [rax]`, its handler stores the readable
+//! address back and repairs rax).
+//!
 //! * **Same thread.** The guest counts to [`INNER`] and calls a host
 //!   import, over and over. The import records the time (t2 of the event
 //!   before), records it again (t0) and calls `interrupt()`; on return the
@@ -25,8 +33,8 @@
 //!   calls `interrupt()`; the callback records the delivery latency. The
 //!   probe does the same with its own loop and arming thread.
 //!
-//! Every round runs each series once, alternating ours and the probe;
-//! `--runs` sets the rounds (default [`DEFAULT_ROUNDS`]).
+//! Every round runs each series once per arming mechanism, alternating ours
+//! and the probe; `--runs` sets the rounds (default [`DEFAULT_ROUNDS`]).
 
 use crate::Options;
 use crate::sightglass::FixedRandom;
@@ -37,7 +45,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use wasmtime::{
     Caller, Config, Engine, Linker, MmuInterruptContext, MmuInterruptDecision, MmuInterrupter,
-    Module, Store,
+    MmuInterruptionMode, Module, Store,
 };
 
 /// Same-thread events per series and round.
@@ -58,8 +66,60 @@ const DEFAULT_ROUNDS: usize = 5;
 /// Iterations of the guest's counting loop between host calls.
 const INNER: i32 = 64;
 
-/// The round trip of ours may be at most this many times the probe's.
+/// The round trip of ours (median), and its cross-thread delivery (p99),
+/// may be at most this many times the probe's.
 const TARGET_RATIO: f64 = 1.2;
+
+/// How an interrupt makes the next poll fault (`--arming`): ours'
+/// [`MmuInterruptionMode`] and the probe's mode doing the same.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arming {
+    /// `mprotect(PROT_NONE)` of the poll page.
+    Mprotect,
+    /// An atomic store of the never-readable page's address into the slot
+    /// that every poll reloads.
+    Swap,
+}
+
+impl Arming {
+    /// Both, in table order (the default of `--arming`).
+    pub const BOTH: [Arming; 2] = [Arming::Mprotect, Arming::Swap];
+
+    /// `--arming mprotect|swap|both`.
+    pub fn parse(value: &str) -> Result<Vec<Arming>> {
+        Ok(match value {
+            "mprotect" => vec![Arming::Mprotect],
+            "swap" | "pointer-swap" => vec![Arming::Swap],
+            "both" => Arming::BOTH.to_vec(),
+            _ => bail!("--arming needs mprotect, swap or both, got `{value}`"),
+        })
+    }
+
+    /// Short name for tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arming::Mprotect => "mprotect",
+            Arming::Swap => "swap",
+        }
+    }
+
+    /// Our engine's mode.
+    pub fn mode(self) -> MmuInterruptionMode {
+        match self {
+            Arming::Mprotect => MmuInterruptionMode::Mprotect,
+            Arming::Swap => MmuInterruptionMode::PointerSwap,
+        }
+    }
+
+    /// The C probes' mode number (`PROBE_MPROTECT`, `PROBE_SWAP` in
+    /// `probe/mmu_roundtrip.c`, the same in `probe/mmu_load.c`).
+    pub fn probe_mode(self) -> c_int {
+        match self {
+            Arming::Mprotect => 0,
+            Arming::Swap => 1,
+        }
+    }
+}
 
 /// The guest has a memory and stores to it, as real guests do: its polls
 /// read the page below the memory's base, the one page an interrupt of its
@@ -91,6 +151,7 @@ unsafe extern "C" {
     /// See `probe/mmu_roundtrip.c`.
     fn mmu_probe_same_thread(
         events: usize,
+        mode: c_int,
         arm: c_int,
         to_handler: *mut u64,
         total: *mut u64,
@@ -98,6 +159,7 @@ unsafe extern "C" {
     /// See `probe/mmu_roundtrip.c`.
     fn mmu_probe_cross_thread(
         events: usize,
+        mode: c_int,
         min_us: c_uint,
         max_us: c_uint,
         seed: u64,
@@ -107,7 +169,7 @@ unsafe extern "C" {
 
 /// Nanoseconds since a start common to all threads (taken at the first
 /// call).
-fn now_ns() -> u64 {
+pub fn now_ns() -> u64 {
     static START: OnceLock<Instant> = OnceLock::new();
     START.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
@@ -139,27 +201,37 @@ struct CrossThread {
 
 /// One series: per-event nanoseconds.
 #[derive(Default)]
-struct Series(Vec<i64>);
+pub struct Series(pub Vec<i64>);
 
 impl Series {
-    fn extend(&mut self, values: impl IntoIterator<Item = i64>) {
+    pub fn extend(&mut self, values: impl IntoIterator<Item = i64>) {
         self.0.extend(values);
     }
 
+    /// How many events.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
     /// The value below which `p` of the events lie (nearest rank).
-    fn percentile(&self, p: f64) -> f64 {
+    pub fn percentile(&self, p: f64) -> f64 {
         let mut sorted = self.0.clone();
         sorted.sort_unstable();
         let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
         sorted[rank - 1] as f64
     }
 
-    fn median(&self) -> f64 {
+    pub fn median(&self) -> f64 {
         self.percentile(0.5)
     }
 
-    fn p99(&self) -> f64 {
+    pub fn p99(&self) -> f64 {
         self.percentile(0.99)
+    }
+
+    /// The largest value.
+    pub fn max(&self) -> f64 {
+        self.percentile(1.0)
     }
 }
 
@@ -187,9 +259,10 @@ struct Ours {
 }
 
 impl Ours {
-    fn new() -> Result<Ours> {
+    fn new(arming: Arming) -> Result<Ours> {
         let mut config = Config::new();
         config.mmu_interruption(true);
+        config.mmu_interruption_mode(arming.mode());
         let engine = Engine::new(&config).context("an engine with MMU interruption")?;
         let module = Module::new(&engine, WAT)?;
         Ok(Ours { engine, module })
@@ -337,7 +410,7 @@ fn arm_at_random(
 }
 
 /// The probe's same-thread series: per event, t1 − t0 and t2 − t0.
-fn probe_same_thread(events: usize, arm: bool) -> Result<(Vec<u64>, Vec<u64>)> {
+fn probe_same_thread(events: usize, arming: Arming, arm: bool) -> Result<(Vec<u64>, Vec<u64>)> {
     let mut to_handler = vec![0_u64; events];
     let mut total = vec![0_u64; events];
     // SAFETY: both buffers hold `events` values, which is what the probe
@@ -350,6 +423,7 @@ fn probe_same_thread(events: usize, arm: bool) -> Result<(Vec<u64>, Vec<u64>)> {
     let rc = unsafe {
         mmu_probe_same_thread(
             events,
+            arming.probe_mode(),
             c_int::from(arm),
             to_handler.as_mut_ptr(),
             total.as_mut_ptr(),
@@ -362,7 +436,7 @@ fn probe_same_thread(events: usize, arm: bool) -> Result<(Vec<u64>, Vec<u64>)> {
 }
 
 /// The probe's cross-thread series: per event, arm → handler.
-fn probe_cross_thread(events: usize, seed: u64) -> Result<Vec<u64>> {
+fn probe_cross_thread(events: usize, arming: Arming, seed: u64) -> Result<Vec<u64>> {
     let mut latency = vec![0_u64; events];
     // SAFETY: as in `probe_same_thread`: the buffer holds `events` values,
     // and while the probe's handler is installed nothing else in the
@@ -371,6 +445,7 @@ fn probe_cross_thread(events: usize, seed: u64) -> Result<Vec<u64>> {
     let rc = unsafe {
         mmu_probe_cross_thread(
             events,
+            arming.probe_mode(),
             CROSS_MIN_US,
             CROSS_MAX_US,
             seed,
@@ -392,27 +467,24 @@ fn mean(values: &[u64]) -> f64 {
     values.iter().sum::<u64>() as f64 / values.len() as f64
 }
 
-/// Runs the suite and prints a markdown table.
-pub fn run(options: &Options) -> Result<()> {
-    if !crate::modes::MMU_AVAILABLE {
-        bail!("mmu-roundtrip needs MMU interruption, which exists on x86_64 Linux only");
-    }
-    let rounds = options.runs(DEFAULT_ROUNDS);
-    now_ns();
-    let ours_engine = Ours::new()?;
-    // Warm-up: code, stacks and pages touched once before timing.
-    ours_engine.same_thread(SAME_THREAD_EVENTS / 10, false)?;
-    ours_engine.same_thread(SAME_THREAD_EVENTS / 10, true)?;
-    probe_same_thread(SAME_THREAD_EVENTS / 10, false)?;
-    probe_same_thread(SAME_THREAD_EVENTS / 10, true)?;
+/// One arming mechanism's engine and results.
+struct ModeRun {
+    arming: Arming,
+    engine: Ours,
+    ours: Results,
+    probe: Results,
+    /// Cross-thread interrupts of ours that found no call in progress.
+    dropped: u64,
+}
 
-    let (mut ours, mut probe) = (Results::default(), Results::default());
-    let mut dropped = 0;
-    let started = Instant::now();
-    for round in 0..rounds {
+impl ModeRun {
+    /// One round: both same-thread series and the cross-thread series, ours
+    /// then the probe's.
+    fn round(&mut self, seed: u64) -> Result<()> {
+        let (ours, probe, arming) = (&mut self.ours, &mut self.probe, self.arming);
         // Same thread, ours.
-        let (plain, plain_time) = ours_engine.same_thread(SAME_THREAD_EVENTS, false)?;
-        let (armed, armed_time) = ours_engine.same_thread(SAME_THREAD_EVENTS, true)?;
+        let (plain, plain_time) = self.engine.same_thread(SAME_THREAD_EVENTS, false)?;
+        let (armed, armed_time) = self.engine.same_thread(SAME_THREAD_EVENTS, true)?;
         let base =
             crate::stats::median_f64(&plain.total.iter().map(|&v| v as f64).collect::<Vec<_>>());
         ours.plain.extend(plain.total.iter().map(|&v| v as i64));
@@ -426,8 +498,8 @@ pub fn run(options: &Options) -> Result<()> {
         );
 
         // Same thread, the probe.
-        let (_, plain) = probe_same_thread(SAME_THREAD_EVENTS, false)?;
-        let (to_handler, total) = probe_same_thread(SAME_THREAD_EVENTS, true)?;
+        let (_, plain) = probe_same_thread(SAME_THREAD_EVENTS, arming, false)?;
+        let (to_handler, total) = probe_same_thread(SAME_THREAD_EVENTS, arming, true)?;
         let base = crate::stats::median_f64(&plain.iter().map(|&v| v as f64).collect::<Vec<_>>());
         probe.plain.extend(plain.iter().map(|&v| v as i64));
         probe
@@ -439,28 +511,75 @@ pub fn run(options: &Options) -> Result<()> {
         probe.mean_cost.push(mean(&total) - mean(&plain));
 
         // Cross thread, both.
-        let seed = round as u64 + 1;
-        let (latency, d) = ours_engine.cross_thread(CROSS_THREAD_EVENTS, seed)?;
-        dropped += d;
+        let (latency, d) = self.engine.cross_thread(CROSS_THREAD_EVENTS, seed)?;
+        self.dropped += d;
         ours.cross.extend(latency.iter().map(|&v| v as i64));
-        let latency = probe_cross_thread(CROSS_THREAD_EVENTS, seed)?;
+        let latency = probe_cross_thread(CROSS_THREAD_EVENTS, arming, seed)?;
         probe.cross.extend(latency.iter().map(|&v| v as i64));
-        eprintln!(
-            "round {}/{rounds}: round trip median {:.2} / {:.2} µs ({:.1} s)",
-            round + 1,
-            ours.round_trip.median() / 1e3,
-            probe.round_trip.median() / 1e3,
-            started.elapsed().as_secs_f64()
-        );
+        Ok(())
     }
-    print_table(&ours, &probe, rounds, dropped);
+}
+
+/// Runs the suite and prints a markdown table per arming mechanism and a
+/// summary.
+pub fn run(options: &Options) -> Result<()> {
+    if !crate::modes::MMU_AVAILABLE {
+        bail!("mmu-roundtrip needs MMU interruption, which exists on x86_64 Linux only");
+    }
+    let rounds = options.runs(DEFAULT_ROUNDS);
+    now_ns();
+    let mut modes = Vec::new();
+    for &arming in options.armings() {
+        let engine = Ours::new(arming)?;
+        // Warm-up: code, stacks and pages touched once before timing.
+        engine.same_thread(SAME_THREAD_EVENTS / 10, false)?;
+        engine.same_thread(SAME_THREAD_EVENTS / 10, true)?;
+        probe_same_thread(SAME_THREAD_EVENTS / 10, arming, false)?;
+        probe_same_thread(SAME_THREAD_EVENTS / 10, arming, true)?;
+        modes.push(ModeRun {
+            arming,
+            engine,
+            ours: Results::default(),
+            probe: Results::default(),
+            dropped: 0,
+        });
+    }
+
+    let started = Instant::now();
+    for round in 0..rounds {
+        let seed = round as u64 + 1;
+        let mut line = format!("round {}/{rounds}: round trip median", round + 1);
+        for mode in &mut modes {
+            mode.round(seed)?;
+            line += &format!(
+                " {} {:.2} / {:.2} µs;",
+                mode.arming.name(),
+                mode.ours.round_trip.median() / 1e3,
+                mode.probe.round_trip.median() / 1e3,
+            );
+        }
+        eprintln!("{line} ({:.1} s)", started.elapsed().as_secs_f64());
+    }
+    for mode in &modes {
+        print_table(mode, rounds);
+    }
+    print_summary(&modes);
     Ok(())
 }
 
-fn print_table(ours: &Results, probe: &Results, rounds: usize, dropped: u64) {
+fn print_table(mode: &ModeRun, rounds: usize) {
+    let (ours, probe) = (&mode.ours, &mode.probe);
     let us = |ns: f64| format!("{:.2}", ns / 1e3);
+    let how = match mode.arming {
+        Arming::Mprotect => {
+            "`mprotect` arming (ours: `MmuInterruptionMode::Mprotect`; the probe: `mprotect` to `PROT_NONE`, its handler `mprotect`s back)"
+        }
+        Arming::Swap => {
+            "pointer-swap arming (ours: `MmuInterruptionMode::PointerSwap`; the probe: an atomic store of a `PROT_NONE` page's address into the slot, its handler stores the readable one back and repairs rax)"
+        }
+    };
     println!(
-        "MMU interrupt round trip, ours (callback answering `Continue`) and the C probe: {} same-thread and {} cross-thread events per series ({rounds} round{}); per-event median and p99, µs.",
+        "MMU interrupt round trip, {how}, ours (callback answering `Continue`) and the C probe: {} same-thread and {} cross-thread events per series ({rounds} round{}); per-event median and p99, µs.",
         rounds * SAME_THREAD_EVENTS,
         rounds * CROSS_THREAD_EVENTS,
         if rounds == 1 { "" } else { "s" }
@@ -522,14 +641,53 @@ fn print_table(ours: &Results, probe: &Results, rounds: usize, dropped: u64) {
     println!();
     let r = ours.round_trip.median() / probe.round_trip.median();
     println!(
-        "Round trip, ours / probe: {r:.2}× the probe's median (target at most {TARGET_RATIO:.1}×: {}).",
-        if r <= TARGET_RATIO { "met" } else { "MISSED" }
+        "Round trip ({}), ours / probe: {r:.2}× the probe's median (target at most {TARGET_RATIO:.1}×: {}).",
+        mode.arming.name(),
+        met(r <= TARGET_RATIO)
     );
-    if dropped > 0 {
+    if mode.dropped > 0 {
         println!(
-            "{dropped} cross-thread interrupts found no call in progress (before the call began) and were not counted."
+            "{} cross-thread interrupts found no call in progress (before the call began) and were not counted.",
+            mode.dropped
         );
     }
+    println!();
+}
+
+fn met(ok: bool) -> &'static str {
+    if ok { "met" } else { "MISSED" }
+}
+
+/// Per mechanism: the round trip's median and the cross-thread delivery's
+/// p99, each against the probe's, with the targets.
+fn print_summary(modes: &[ModeRun]) {
+    let us = |ns: f64| format!("{:.2}", ns / 1e3);
+    println!(
+        "Summary: ours / probe per arming mechanism (µs; target at most {TARGET_RATIO:.1}× in both columns)."
+    );
+    println!();
+    println!(
+        "| arming | round trip median, ours | probe | ours / probe | delivery p50, ours | probe | delivery p99, ours | probe | ours / probe (p99) |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for mode in modes {
+        let (ours, probe) = (&mode.ours, &mode.probe);
+        let rt = ours.round_trip.median() / probe.round_trip.median();
+        let dl = ours.cross.p99() / probe.cross.p99();
+        println!(
+            "| {} | {} | {} | {rt:.2} ({}) | {} | {} | {} | {} | {dl:.2} ({}) |",
+            mode.arming.name(),
+            us(ours.round_trip.median()),
+            us(probe.round_trip.median()),
+            met(rt <= TARGET_RATIO),
+            us(ours.cross.median()),
+            us(probe.cross.median()),
+            us(ours.cross.p99()),
+            us(probe.cross.p99()),
+            met(dl <= TARGET_RATIO),
+        );
+    }
+    println!();
 }
 
 #[cfg(test)]

@@ -741,6 +741,12 @@ pub fn run(options: &Options) -> Result<()> {
     println!(
         "Sightglass, {runs} runs per engine, medians; ratios are ours / upstream (below 1: ours is faster)."
     );
+    if modes.contains(&Mode::Mmu) {
+        println!(
+            "Ours `mmu` arms by {:?} (`--arming`).",
+            crate::modes::mmu_arming()
+        );
+    }
     for (m, &mode) in modes.iter().enumerate() {
         print_main_table(&rows, m, mode, mode.upstream_peer(&modes));
     }
