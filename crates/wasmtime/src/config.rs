@@ -939,13 +939,16 @@ impl Config {
     /// over plain code (geomean), epoch checks +16.5 % and fuel +21.2 %; in
     /// tight compute kernels polls cost +0.7 % and epochs +72 %.
     ///
-    /// In exchange an interrupt is more expensive than an epoch tick: the
-    /// interrupter makes one `mprotect` system call per instance of the
-    /// store (each also makes the
-    /// kernel flush the page from the TLB of every CPU running a thread of
-    /// this process), and the interrupted thread takes a signal: about
-    /// 3 µs for the whole round trip on one thread, about 20 µs from another
-    /// thread to the interrupted one on a 2-core VM. That is worth it when
+    /// In exchange an interrupt is more expensive than an epoch tick. In the
+    /// default mode the interrupter makes one `mprotect` system call per
+    /// poll page of the store (each also makes the kernel flush the page
+    /// from the TLB of every CPU running a thread of this process), and the
+    /// interrupted thread takes a signal: about 3–4 µs for the whole round
+    /// trip on one thread, about 20–30 µs from another thread to the
+    /// interrupted one on a 2-core VM. With
+    /// [`Config::mmu_interruption_mode`] set to pointer swap the arming is
+    /// one atomic store per page instead (round trip about 1.4 µs, delivery
+    /// 2–7 µs), at the price of a second load in every poll. That is worth it when
     /// interrupts are rare next to polls, as in time slicing at a
     /// millisecond. Fuel remains the choice
     /// for deterministic interruption; MMU interrupts, like epochs, land at
