@@ -1008,7 +1008,9 @@ impl StoreOpaque {
             // Only stores with a page have polls that can fault on it.
             return None;
         };
-        if !mmu.take_request() {
+        // SAFETY: this thread runs the store's Wasm and is in the poll path
+        // (contract), not inside a change of the store's poll pages.
+        if !unsafe { mmu.take_request() } {
             return None;
         }
         // SAFETY: per the contract.

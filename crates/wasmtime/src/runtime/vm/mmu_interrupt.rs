@@ -125,16 +125,19 @@ impl SwapPages {
 /// The state a store shares with its interrupters.
 #[derive(Debug)]
 pub struct MmuInterruptState {
-    /// Whether the pages are protected now. Held while changing any page's
-    /// protection and while changing `pages`.
+    /// Whether the pages are protected now (mprotect mode; in pointer-swap
+    /// mode only the last arming under the lock, see `take_request`). Held
+    /// while changing any page's protection or an interrupter's slot
+    /// writes, and while changing `pages`.
     arming: Mutex<bool>,
     /// Start addresses of the store's poll pages, sorted.
     ///
     /// Changed only by the thread that owns the store (with the store
     /// borrowed mutably, while none of its Wasm runs on that thread's
     /// stack at a poll) and only with `arming` held. Read by other threads
-    /// with `arming` held, and by the signal handler without it: the
-    /// handler runs on the thread executing the store's Wasm, at a poll,
+    /// with `arming` held, and by the signal handler and the pointer-swap
+    /// disarm (`take_request`) without it: both run on the thread executing
+    /// the store's Wasm, at a poll,
     /// so the only thread that could change the list is the one the
     /// handler has interrupted, and it is not inside a change (changes run
     /// in host code, never at a poll). Reads racing reads are no race.
@@ -155,9 +158,9 @@ pub struct MmuInterruptState {
 // SAFETY: `pages` is the only field that is not `Sync` by itself; the
 // comment on it says who reads and writes it and why no access races with a
 // write: every write holds `arming` and happens on the store's thread,
-// every cross-thread read holds `arming`, and the lock-free reader (the
-// signal handler) runs on the writing thread at a point where no write is
-// in progress.
+// every cross-thread read holds `arming`, and the lock-free readers (the
+// signal handler, and the poll path's disarm in pointer-swap mode) run on
+// the writing thread at a point where no write is in progress.
 unsafe impl Sync for MmuInterruptState {}
 
 impl MmuInterruptState {
@@ -214,8 +217,12 @@ impl MmuInterruptState {
         match self.swap {
             None if *armed => protect(start, libc::PROT_NONE),
             None => {}
-            // A fresh slot holds zero, which no poll may read through.
-            Some(swap) => set_slot(start, swap, *armed),
+            // A fresh slot holds zero, which no poll may read through. The
+            // poll path disarms slots without the lock (`take_request`), so
+            // `armed` may be stale here; a pending request is what counts.
+            // One raised after this load arms the new page too, since its
+            // interrupter then waits for the lock we hold.
+            Some(swap) => set_slot(start, swap, self.requested.load(Ordering::SeqCst) != 0),
         }
     }
 
@@ -283,8 +290,36 @@ impl MmuInterruptState {
     /// Called by the poll path after a poll faulted: disarms the pages and
     /// says whether an interrupt for the call in progress was requested
     /// (consuming the request).
-    pub fn take_request(&self) -> bool {
-        self.set_armed(false);
+    ///
+    /// In pointer-swap mode this takes no lock: the slots are written with
+    /// atomic stores, and an interrupter holding the lock while it arms
+    /// would otherwise make the interrupted thread wait for it (the poll
+    /// faults as soon as the first slot is written, often before the
+    /// interrupter has let go). A disarm that races an arm is harmless
+    /// either way round: the interrupter raises `requested` before it
+    /// writes the slots and this writes the slots before it takes
+    /// `requested`, so either the request is taken now or a slot is left
+    /// armed and the next poll takes it; at worst a slot armed for a
+    /// request already taken costs one spurious fault.
+    ///
+    /// # Safety
+    ///
+    /// Only on the thread that runs the store's Wasm, in the poll path
+    /// (outside any change of the page list, which only that thread makes,
+    /// in host code).
+    pub unsafe fn take_request(&self) -> bool {
+        match self.swap {
+            Some(swap) => {
+                // SAFETY: per the contract the only thread that changes the
+                // list is this one, and it is not inside a change; other
+                // threads only read it.
+                let pages = unsafe { &*self.pages.get() };
+                for &start in pages {
+                    set_slot(start, swap, false);
+                }
+            }
+            None => self.set_armed(false),
+        }
         // Polls run only inside a call, whose generation is odd, so an
         // empty request (0) never matches.
         let requested = self.requested.swap(0, Ordering::SeqCst);
@@ -319,7 +354,10 @@ impl MmuInterruptState {
 
     fn set_armed(&self, armed: bool) {
         let mut state = self.lock_arming();
-        if *state == armed {
+        // In pointer-swap mode the poll path disarms without the lock and
+        // leaves the flag alone, so only the mprotect mode may trust it to
+        // skip a redundant change.
+        if *state == armed && self.swap.is_none() {
             return;
         }
         *state = armed;
@@ -353,11 +391,14 @@ fn set_slot(start: usize, swap: SwapPages, armed: bool) {
     } else {
         swap.readable
     };
-    // SAFETY: `start` is a registered poll page (callers hold `arming`, so
-    // it cannot be unregistered and unmapped meanwhile), readable and
-    // writable in this mode, and the slot is an aligned `usize` inside it
-    // that only polls read and only this function writes; all accesses
-    // from Rust are atomic, and compiled code only reads it.
+    // SAFETY: `start` is a registered poll page, which cannot be
+    // unregistered and unmapped meanwhile: callers either hold `arming`,
+    // which removal takes, or are the store's own thread in the poll path,
+    // the only thread that removes pages, and not inside a removal. It is
+    // readable and writable in this mode, and the slot is an aligned
+    // `usize` inside it that only polls read and only this function
+    // writes; all accesses from Rust are atomic, and compiled code only
+    // reads it.
     let slot = unsafe { AtomicUsize::from_ptr((start + MMU_POLL_SLOT_IN_PAGE) as *mut usize) };
     slot.store(target, Ordering::SeqCst);
 }
