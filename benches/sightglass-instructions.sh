@@ -10,8 +10,9 @@
 # `--compare A B` counts configuration A against configuration B, each
 # `ENGINE:MODE` as `bench sightglass --engine` takes it (the default is
 # `ours:plain upstream:plain`); the ratio is A / B. `ours:mmu ours:plain` is
-# the MMU poll overhead in instructions; `ARMING=swap` (passed on as
-# `--arming swap`) counts the pointer-swap polls instead of the mprotect ones.
+# the MMU poll overhead in instructions, in the engine's default arming mode
+# (pointer swap); `ARMING=mprotect` or `ARMING=swap` (passed on as
+# `--arming`) picks one.
 #
 # Needs valgrind (Debian's `valgrind`). Under callgrind everything runs ~50×
 # slower: all 121 programs take about an hour, a short list minutes. The two engines of

@@ -346,19 +346,19 @@ fn mmu_timeout_matches_epoch_timeout() {
         "same message, backtrace included"
     );
 
-    // The same through pointer-swap arming.
-    let swap = run(&[
+    // The same through mprotect arming (the default is pointer swap).
+    let mprotect = run(&[
         "-Wtimeout=200ms",
         "-Wmmu-interruption=y",
-        "-Wmmu-interruption-mode=pointer-swap",
+        "-Wmmu-interruption-mode=mprotect",
         &t,
         "loop",
     ]);
-    assert_status(&swap, 134);
+    assert_status(&mprotect, 134);
     assert_eq!(
-        stderr(&swap),
+        stderr(&mprotect),
         stderr(&epoch),
-        "same message in pointer-swap mode"
+        "same message in mprotect mode"
     );
     let bad = run(&[
         "-Wmmu-interruption=y",

@@ -55,7 +55,7 @@ MODE: plain, epochs, fuel, mmu (ours with MMU polls, set against upstream's epoc
 --engine E:MODE: only engine E in only that mode (plain, epoch, fuel or mmu)
 --runs: timed runs per configuration (mmu-roundtrip: rounds of 10,000 events; mmu-load: rounds)
 --arming: the MMU arming mechanisms to measure (default both; mmu-load measures epochs besides;
-          kernels, interrupt-overhead and sightglass: how `mmu` arms, one of them, default mprotect)
+          kernels, interrupt-overhead and sightglass: how `mmu` arms, one of them, default swap)
 --workers: mmu-load's busy worker threads (default: the number of CPUs)";
 
 fn main() -> Result<()> {

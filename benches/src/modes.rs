@@ -82,8 +82,8 @@ pub trait MmuConfig {
 
 /// How ours arms MMU interrupts in [`Mode::Mmu`] for the whole process
 /// (`--arming` of `sightglass`, `kernels` and `interrupt-overhead`; the
-/// engine's default, mprotect, unless set). Set once, before any engine is
-/// made.
+/// engine's default, pointer swap, unless set). Set once, before any engine
+/// is made.
 static MMU_ARMING: std::sync::OnceLock<wasmtime::MmuInterruptionMode> = std::sync::OnceLock::new();
 
 /// Makes every later [`Mode::Mmu`] engine of ours arm with `mode`.

@@ -222,7 +222,7 @@ const WASM: &[Desc] = &[
     d("fuel", Num, Yes, "Enable execution fuel with N units fuel, trapping after running out of fuel."),
     d("epoch-interruption", Bool, Yes, "Check a global epoch counter at function entries and loop headers."),
     d("mmu-interruption", Bool, Yes, "Poll a page below each linear memory (or instance context) at function entries and loop headers; -Wtimeout then interrupts through it instead of epochs (Linux x86_64)."),
-    d("mmu-interruption-mode", Text, Yes, "How -Wmmu-interruption arms an interrupt: `mprotect` (default; one load per poll) or `pointer-swap` (no system call or TLB flush; two loads per poll)."),
+    d("mmu-interruption-mode", Text, Yes, "How -Wmmu-interruption arms an interrupt: `pointer-swap` (default; no system call or TLB flush, two loads per poll) or `mprotect` (one load per poll, an mprotect per interrupt)."),
     d("max-wasm-stack", Num, Yes, "Maximum stack size, in bytes, that wasm is allowed to consume before a stack overflow is reported."),
     d("async-stack-size", Num, No, "Stack size, in bytes, that will be allocated for async stacks."),
     d("async-stack-zeroing", Bool, OffOnly, "Whether async stacks are zeroed before (re)use."),

@@ -405,8 +405,11 @@ fn poll_bases(disasm: &str, page_end: i32, n: i32) -> Vec<String> {
 #[test]
 fn mmu_polls_read_through_the_accessed_memory_base() {
     use wasmtime_mmu_environ::vm::{HEAP_MMU_POLL_PAGE_OFFSET, VMCTX_MMU_POLL_PAGE_OFFSET};
+    // The mprotect mode's one-load polls (the slot polls of the default
+    // mode read through the same base; `tests/disas` shows them).
     let tunables = Tunables {
         mmu_interruption: true,
+        mmu_interruption_mode: wasmtime_mmu_environ::MmuInterruptionMode::Mprotect,
         ..Tunables::default()
     };
     let page = wasmtime_mmu_environ::vm::MMU_POLL_PAGE_SIZE as i32;

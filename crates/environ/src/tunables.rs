@@ -45,14 +45,15 @@ pub enum MmuInterruptionMode {
     /// load through a base register compiled code has anyway. Each arm is a
     /// system call, and the kernel flushes the page from the TLB of every
     /// CPU running a thread of the process.
-    #[default]
     Mprotect,
     /// Each poll page holds a pointer, the *slot* (at
     /// `vm::MMU_POLL_SLOT_IN_PAGE`), to one of two process-wide pages: one
     /// always readable, one never. The interrupter stores the unreadable
     /// page's address into the slot and disarming stores the readable
     /// one's back: no system call and no TLB flush. A poll reloads the slot
-    /// and reads through what it found, two loads instead of one.
+    /// and reads through what it found, two loads instead of one. The
+    /// default (`docs/mmu-interruption.md`, "Choosing the default").
+    #[default]
     PointerSwap,
 }
 
@@ -67,7 +68,7 @@ impl Default for Tunables {
             epoch_interruption: false,
             consume_fuel: false,
             mmu_interruption: false,
-            mmu_interruption_mode: MmuInterruptionMode::Mprotect,
+            mmu_interruption_mode: MmuInterruptionMode::PointerSwap,
         }
     }
 }

@@ -891,19 +891,19 @@ impl Config {
     ///
     /// ## How it works
     ///
-    /// Every linear memory gets a *poll page*, one readable page that holds
-    /// nothing, mapped right below its base (an instance of a module
-    /// without memory gets one right below its runtime context instead).
-    /// Compiled code reads from it — a "poll" whose result is thrown away,
+    /// Every linear memory gets a *poll page*, mapped right below its base
+    /// (an instance of a module without memory gets one right below its
+    /// runtime context instead). Compiled code reads from it (in the
+    /// default pointer-swap mode, through a pointer the page holds; see
+    /// [`Config::mmu_interruption_mode`]) — a "poll" whose result is thrown away,
     /// addressed from the heap base or context register the code holds
     /// anyway — at every function entry,
     /// every loop header and before every bulk operation large enough to be
     /// charged (the same places epochs check). To interrupt, another thread
     /// calls [`MmuInterrupter::interrupt`](crate::MmuInterrupter::interrupt),
-    /// which makes the store's poll pages unreadable. The next poll faults;
-    /// the runtime's signal handler recognizes the poll, makes the pages
-    /// readable again and hands the thread to the store's MMU-interrupt
-    /// behaviour:
+    /// which makes the store's next poll read an unreadable page. The poll
+    /// faults; the runtime's signal handler recognizes it, disarms the store
+    /// and hands the thread to the store's MMU-interrupt behaviour:
     ///
     /// - [`Store::mmu_interrupt_trap`](crate::Store::mmu_interrupt_trap)
     ///   (the default): the call stops with [`Trap::Interrupt`];
@@ -939,16 +939,16 @@ impl Config {
     /// over plain code (geomean), epoch checks +16.5 % and fuel +21.2 %; in
     /// tight compute kernels polls cost +0.7 % and epochs +72 %.
     ///
-    /// In exchange an interrupt is more expensive than an epoch tick. In the
-    /// default mode the interrupter makes one `mprotect` system call per
-    /// poll page of the store (each also makes the kernel flush the page
-    /// from the TLB of every CPU running a thread of this process), and the
-    /// interrupted thread takes a signal: about 3–4 µs for the whole round
-    /// trip on one thread, about 20–30 µs from another thread to the
-    /// interrupted one on a 2-core VM. With
-    /// [`Config::mmu_interruption_mode`] set to pointer swap the arming is
-    /// one atomic store per page instead (round trip about 1.4 µs, delivery
-    /// 2–7 µs), at the price of a second load in every poll. That is worth it when
+    /// In exchange an interrupt is more expensive than an epoch tick: the
+    /// interrupted thread takes a signal. In the default pointer-swap mode
+    /// ([`Config::mmu_interruption_mode`]) the interrupter's part is one
+    /// atomic store per poll page of the store (usually one), and a poll is
+    /// two loads; a round trip on one thread takes about 1.4 µs and
+    /// delivery from another thread 2–7 µs on a 2-core VM. In mprotect mode
+    /// a poll is one load, but the interrupter makes one `mprotect` system
+    /// call per poll page (each also makes the kernel flush the page from
+    /// the TLB of every CPU running a thread of this process): about 3.7 µs
+    /// for the round trip and 24–33 µs for delivery. That is worth it when
     /// interrupts are rare next to polls, as in time slicing at a
     /// millisecond. Fuel remains the choice
     /// for deterministic interruption; MMU interrupts, like epochs, land at
@@ -1017,7 +1017,18 @@ impl Config {
     ///
     /// ## Default
     ///
-    /// [`MmuInterruptionMode::Mprotect`].
+    /// [`MmuInterruptionMode::PointerSwap`]. Measured on a 2-core VM
+    /// (`docs/benchmarks.md`), its polls cost about one point more than the
+    /// mprotect mode's on the Sightglass programs (+1.1 % against +0.1 %
+    /// over no polls), while each interrupt costs a fraction: a round trip
+    /// of 1.4 µs against 3.7 µs, delivery from another thread in 2–7 µs
+    /// against 24–33 µs, and time slicing at 1 ms loses 0.2–0.3 % of the
+    /// guests' work against 1.8–2.1 % (with a core to spare for the
+    /// slicer). The mprotect mode's arms also interrupt every CPU running a
+    /// thread of the process, a cost that grows with the number of busy
+    /// threads. Choose [`MmuInterruptionMode::Mprotect`] when interrupts
+    /// are rare (a timeout, say) and the last point of poll overhead
+    /// matters.
     ///
     /// # Errors
     ///

@@ -13,15 +13,17 @@ use std::sync::{Arc, Mutex, Weak};
 /// on an engine with [`Config::mmu_interruption`](crate::Config::mmu_interruption)
 /// enabled. Cheap to clone; `Send + Sync`.
 ///
-/// [`interrupt`](MmuInterrupter::interrupt) arms the store: it makes the
-/// store's poll pages unreadable (one `mprotect` each), or, in
-/// [`MmuInterruptionMode::PointerSwap`](crate::MmuInterruptionMode::PointerSwap),
-/// points their slots at the process's unreadable page (one atomic store
-/// each). The running code then faults at its next poll (a function entry
-/// or a loop header) and the store's MMU-interrupt behaviour runs: a trap
-/// (the default), a yield of the async call, or a callback. Compiled code
-/// pays nothing for this until it happens: a poll is one load (two with
-/// pointer swap) that normally hits the cache.
+/// [`interrupt`](MmuInterrupter::interrupt) arms the store: in
+/// [`MmuInterruptionMode::PointerSwap`](crate::MmuInterruptionMode::PointerSwap)
+/// (the default) it points the slots of the store's poll pages at the
+/// process's unreadable page (one atomic store each); in
+/// [`MmuInterruptionMode::Mprotect`](crate::MmuInterruptionMode::Mprotect)
+/// it makes the poll pages themselves unreadable (one `mprotect` each).
+/// The running code then faults at its next poll (a function entry or a
+/// loop header) and the store's MMU-interrupt behaviour runs: a trap (the
+/// default), a yield of the async call, or a callback. Compiled code pays
+/// nothing for this until it happens: a poll is two loads (one in mprotect
+/// mode) that normally hit the cache.
 ///
 /// The request is tied to the call in progress when `interrupt` is
 /// called. If no call of the store is in progress it is dropped, and a
@@ -47,12 +49,11 @@ impl MmuInterrupter {
     ///
     /// Safe to call from any thread at any time, concurrently with the
     /// store's own thread and with other interrupters. In the default
-    /// mprotect mode the cost is one `mprotect` system call per poll page
-    /// (usually one), which also makes the kernel flush the page from the
-    /// TLBs of every CPU currently running a thread of this process; in
-    /// pointer-swap mode it is one atomic store per poll page and no system
-    /// call (measured costs: `docs/benchmarks.md`, "Interrupts under
-    /// load").
+    /// pointer-swap mode the cost is one atomic store per poll page (usually
+    /// one) and no system call; in mprotect mode it is one `mprotect` system
+    /// call per poll page, which also makes the kernel flush the page from
+    /// the TLBs of every CPU currently running a thread of this process
+    /// (measured costs: `docs/benchmarks.md`, "Interrupts under load").
     pub fn interrupt(&self) -> bool {
         self.state.interrupt()
     }
