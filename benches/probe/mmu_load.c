@@ -31,8 +31,16 @@
  * the previous handler back and returns, so that the instruction runs again
  * and reaches it.
  *
- * Returns 0, or -1 with errno set (and nothing measured). On hosts other
- * than x86_64 Linux it fails with ENOSYS.
+ * `mmu_probe_sliced` is the probe of the sliced-throughput part: `workers`
+ * threads each run a fixed number of iterations of the guest's work loop
+ * (the same arithmetic, one poll an iteration in the mechanism's form)
+ * while the calling thread, every `period_us`, arms every worker that is
+ * still running; each fault is handled as above (disarm; for LOAD_SWAP,
+ * repair rax) and the loop goes on. Nothing yields: what it measures is
+ * the raw cost of the arms and faults themselves.
+ *
+ * Both return 0, or -1 with errno set (and nothing measured). On hosts
+ * other than x86_64 Linux they fail with ENOSYS.
  */
 
 #define _GNU_SOURCE
@@ -65,6 +73,13 @@ struct poller {
     /* LOAD_MPROTECT: this poller's page. */
     char *page;
     pthread_t thread;
+    /* `mmu_probe_sliced`: faults this poller's handler took (written by
+     * the poller's own thread only), whether it is still working, when it
+     * finished, and what its loop computed. */
+    uint64_t faults;
+    _Atomic int running;
+    uint64_t end;
+    uint64_t checksum;
 } __attribute__((aligned(64)));
 
 static int mode;
@@ -136,6 +151,12 @@ static void handler(int sig, siginfo_t *info, void *context) {
         uc->uc_mcontext.gregs[REG_RAX] = (greg_t)swap;
     } else {
         protect(p->page, PROT_READ);
+    }
+    if (wanted == 0) {
+        /* `mmu_probe_sliced`: count it, nothing to time. */
+        p->faults++;
+        errno = saved_errno;
+        return;
     }
     uint64_t t = now_ns();
     uint64_t t0 = atomic_exchange(&p->pending, 0);
@@ -306,7 +327,197 @@ int mmu_probe_load(int with_mode, size_t threads, size_t events, unsigned min_us
     return 0;
 }
 
+/* `mmu_probe_sliced`'s iterations per worker, and its start signal. */
+static uint64_t work_iterations;
+static _Atomic int go;
+
+/* The loop of `work` in benches/src/load.rs's guest, `n` >= 1 iterations
+ * with `POLL` at the top of each: the same multiply chain, and a store of
+ * `c` each iteration (to this thread's stack; the guest's goes to its
+ * memory). The multiplier is hidden from the compiler so that it emits an
+ * `imul`, as Cranelift does, and not a shift and a subtraction. */
+#define WORK_LOOP(POLL)                                              \
+    do {                                                             \
+        uint64_t a = 0, b = 0x1E3779B97F4A7C15u, c = 0, k = 31;      \
+        volatile uint64_t sink;                                      \
+        __asm__("" : "+r"(k));                                       \
+        for (uint64_t i = 0; i < n; i++) {                           \
+            POLL;                                                    \
+            a += i;                                                  \
+            b ^= (a << 5) | (a >> 59);                               \
+            c = c * k + b;                                           \
+            sink = c;                                                \
+        }                                                            \
+        (void)sink;                                                  \
+        result = a ^ b ^ c;                                          \
+    } while (0)
+
+static void *work_loop(void *arg) {
+    struct poller *p = arg;
+    self = p;
+    uint64_t n = work_iterations;
+    uint64_t result;
+    atomic_fetch_add(&started, 1);
+    while (!atomic_load(&go)) {
+        __asm__ volatile("pause");
+    }
+    if (mode == LOAD_SWAP) {
+        WORK_LOOP(__asm__ volatile("movq (%0), %%rax\n\tmovl (%%rax), %%eax"
+                                   :
+                                   : "r"(&p->slot)
+                                   : "rax", "memory"));
+    } else {
+        /* In a local, so that the loop does not reload it. */
+        char *page = p->page;
+        WORK_LOOP(__asm__ volatile("movl (%0), %%eax" : : "r"(page) : "eax", "memory"));
+    }
+    p->end = now_ns();
+    p->checksum = result;
+    atomic_store(&p->running, 0);
+    return NULL;
+}
+
+/* What one `mmu_probe_sliced` run measured. */
+struct sliced_result {
+    /* From the start signal to the last worker's end. */
+    uint64_t elapsed_ns;
+    /* The slicer's wake-ups. */
+    uint64_t ticks;
+    /* Arms of a worker still running. */
+    uint64_t arms;
+    /* Faults the handler took, over all workers. */
+    uint64_t faults;
+    /* What worker 0's loop computed (every worker computed the same, or
+     * the call fails with EIO). */
+    uint64_t checksum;
+};
+
+static void add_ns(struct timespec *ts, uint64_t ns) {
+    uint64_t t = (uint64_t)ts->tv_nsec + ns;
+    ts->tv_sec += (time_t)(t / 1000000000u);
+    ts->tv_nsec = (long)(t % 1000000000u);
+}
+
+/*
+ * `workers` threads each run `iterations` (>= 1) of the work loop, polling
+ * as `with_mode` says; if `period_us` is not 0, the calling thread wakes
+ * every `period_us` (on an absolute schedule, as our slicer does) and arms
+ * every worker still running, until all have finished.
+ */
+int mmu_probe_sliced(int with_mode, size_t workers, uint64_t iterations, unsigned period_us,
+                     struct sliced_result *out) {
+    if ((with_mode != LOAD_MPROTECT && with_mode != LOAD_SWAP) || workers == 0 ||
+        iterations == 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    mode = with_mode;
+    count = workers;
+    page_len = (size_t)sysconf(_SC_PAGESIZE);
+    latencies = NULL;
+    wanted = 0;
+    work_iterations = iterations;
+    atomic_store(&started, 0);
+    atomic_store(&go, 0);
+    if (setup() != 0) {
+        int e = errno;
+        teardown(0);
+        errno = e;
+        return -1;
+    }
+    for (size_t i = 0; i < count; i++) {
+        atomic_store(&pollers[i].running, 1);
+    }
+    size_t running = 0;
+    for (; running < count; running++) {
+        int rc = pthread_create(&pollers[running].thread, NULL, work_loop, &pollers[running]);
+        if (rc != 0) {
+            errno = rc;
+            break;
+        }
+    }
+    int failed = running < count;
+    while (!failed && atomic_load(&started) < count) {
+        sleep_us(100);
+    }
+    struct sliced_result r = {0};
+    uint64_t start = now_ns();
+    atomic_store(&go, 1);
+    if (!failed && period_us != 0) {
+        uint64_t period = (uint64_t)period_us * 1000u;
+        struct timespec next;
+        clock_gettime(CLOCK_MONOTONIC, &next);
+        add_ns(&next, period);
+        for (;;) {
+            clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+            size_t live = 0;
+            for (size_t i = 0; i < count; i++) {
+                struct poller *p = &pollers[i];
+                if (!atomic_load(&p->running)) {
+                    continue;
+                }
+                live++;
+                if (mode == LOAD_SWAP) {
+                    atomic_store(&p->slot, swap + page_len);
+                } else {
+                    protect(p->page, PROT_NONE);
+                }
+            }
+            if (live == 0) {
+                break;
+            }
+            r.ticks++;
+            r.arms += live;
+            add_ns(&next, period);
+            struct timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (next.tv_sec < now.tv_sec ||
+                (next.tv_sec == now.tv_sec && next.tv_nsec < now.tv_nsec)) {
+                next = now;
+                add_ns(&next, period);
+            }
+        }
+    }
+    for (size_t i = 0; i < running; i++) {
+        pthread_join(pollers[i].thread, NULL);
+    }
+    int e = errno;
+    if (!failed) {
+        r.checksum = pollers[0].checksum;
+        for (size_t i = 0; i < count; i++) {
+            if (pollers[i].end > start + r.elapsed_ns) {
+                r.elapsed_ns = pollers[i].end - start;
+            }
+            r.faults += pollers[i].faults;
+            if (pollers[i].checksum != r.checksum) {
+                failed = 1;
+                e = EIO;
+            }
+        }
+    }
+    teardown(1);
+    if (failed) {
+        errno = e;
+        return -1;
+    }
+    *out = r;
+    return 0;
+}
+
 #else
+
+struct sliced_result;
+
+int mmu_probe_sliced(int with_mode, size_t workers, uint64_t iterations, unsigned period_us,
+                     struct sliced_result *out) {
+    (void)with_mode;
+    (void)workers;
+    (void)iterations;
+    (void)period_us;
+    (void)out;
+    errno = ENOSYS;
+    return -1;
+}
 
 int mmu_probe_load(int with_mode, size_t threads, size_t events, unsigned min_us,
                    unsigned max_us, uint64_t seed, uint64_t *latency, uint64_t *arm_cost) {

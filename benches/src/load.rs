@@ -30,7 +30,12 @@
 //!   interrupts nothing) shows what the slicer thread's wake-ups alone
 //!   cost when it has no CPU of its own. Each mechanism's amount of work
 //!   is calibrated to take about [`WORK_SECS`] on every worker (epoch
-//!   checks make the same loop slower).
+//!   checks make the same loop slower). Beside ours, in the same round,
+//!   the C probe (`mmu_probe_sliced`) runs N threads of the same loop in C,
+//!   each with one poll an iteration in the mechanism's form, while the
+//!   calling thread arms every running one every 5 ms or 1 ms (or never);
+//!   each fault is handled and the loop goes on, nothing yields: the raw
+//!   cost of the mechanism's arms and faults.
 //!
 //! Every round runs every configuration once; `--runs` sets the rounds
 //! (default [`DEFAULT_ROUNDS`]) and the tables give medians over rounds
@@ -177,7 +182,32 @@ unsafe extern "C" {
         latency: *mut u64,
         arm_cost: *mut u64,
     ) -> c_int;
+
+    /// See `probe/mmu_load.c`.
+    fn mmu_probe_sliced(
+        mode: c_int,
+        workers: usize,
+        iterations: u64,
+        period_us: c_uint,
+        out: *mut ProbeSliced,
+    ) -> c_int;
 }
+
+/// `struct sliced_result` of `probe/mmu_load.c`.
+#[repr(C)]
+#[derive(Default)]
+struct ProbeSliced {
+    elapsed_ns: u64,
+    ticks: u64,
+    arms: u64,
+    faults: u64,
+    checksum: u64,
+}
+
+/// The periods the probe's sliced runs use (indices as [`SLICINGS`]'s, the
+/// idle slicer left out: the probe's is the calling thread, which sleeps
+/// in between): none, 5 ms, 1 ms.
+const PROBE_SLICINGS: [usize; 3] = [OFF, EVERY_5MS, EVERY_1MS];
 
 /// How the guests are interrupted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -575,6 +605,58 @@ fn sliced(
     Ok(SlicedRun { secs, ticks, hits })
 }
 
+/// The probe's sliced run: `workers` threads of `iterations` each, armed
+/// as `slicing` says (`Off` or `Every`).
+fn sliced_probe(
+    arming: Arming,
+    workers: usize,
+    iterations: i64,
+    slicing: Slicing,
+) -> Result<SlicedRun> {
+    let period_us = match slicing {
+        Slicing::Off => 0,
+        Slicing::Every(p) => c_uint::try_from(p.as_micros())?,
+        Slicing::Idle(_) => bail!("the probe has no idle slicer"),
+    };
+    let mut out = ProbeSliced::default();
+    // SAFETY: `out` is the `struct sliced_result` the probe writes. As for
+    // `mmu_probe_load`: the probe's SIGSEGV handler replaces wasmtime's
+    // only while it runs, no guest runs meanwhile (our sliced runs have
+    // finished and their slicers are joined; the runtime's workers are
+    // idle), and it joins its threads before it returns.
+    let rc = unsafe {
+        mmu_probe_sliced(
+            arming.probe_mode(),
+            workers,
+            u64::try_from(iterations)?,
+            period_us,
+            &mut out,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error()).context("the C probe (sliced)");
+    }
+    let expected = work_expected(iterations) as u64;
+    ensure!(
+        out.checksum == expected,
+        "the probe computed {}, not {expected}",
+        out.checksum
+    );
+    Ok(SlicedRun {
+        secs: out.elapsed_ns as f64 / 1e9,
+        ticks: out.ticks,
+        hits: out.faults,
+    })
+}
+
+/// Iterations of the probe's loop per second on one thread, nothing
+/// arming.
+fn calibrate_probe(arming: Arming) -> Result<f64> {
+    sliced_probe(arming, 1, 10_000_000, Slicing::Off)?;
+    let n = 200_000_000;
+    Ok(n as f64 / sliced_probe(arming, 1, n, Slicing::Off)?.secs)
+}
+
 /// Iterations of `work` per second on one thread, nothing interrupting.
 fn calibrate(engine: &Engine, module: &Module) -> Result<f64> {
     let mut store = Store::new(engine, ());
@@ -620,8 +702,10 @@ pub fn run(options: &Options) -> Result<()> {
         .context("a tokio runtime")?;
     // Per mechanism: its engine and module, and the work of one throughput
     // run (about `work_secs` on every worker: epoch checks make the loop
-    // slower, so each mechanism gets its own).
+    // slower, so each mechanism gets its own); MMU: the probe's iterations
+    // per worker (also about `work_secs`) and its loop's rate.
     let mut setups = Vec::new();
+    let mut probe_work: Vec<Option<(i64, f64)>> = Vec::new();
     for &mechanism in &mechanisms {
         let engine = mechanism.engine()?;
         let module = Module::new(&engine, WAT)?;
@@ -637,6 +721,21 @@ pub fn run(options: &Options) -> Result<()> {
         for slicing in [Slicing::Off, SLICINGS[EVERY_1MS]] {
             sliced(&rt, mechanism, &engine, &module, 256, 10_000, slicing)?;
         }
+        probe_work.push(match mechanism {
+            Mechanism::Epochs => None,
+            Mechanism::Mmu(arming) => {
+                let rate = calibrate_probe(arming)?;
+                let iterations = (work_secs * rate) as i64;
+                eprintln!(
+                    "{} probe: {:.0} M iterations/s on one thread, {:.0} M per worker and run",
+                    mechanism.name(),
+                    rate / 1e6,
+                    iterations as f64 / 1e6
+                );
+                sliced_probe(arming, workers, 10_000_000, SLICINGS[EVERY_1MS])?;
+                Some((iterations, rate))
+            }
+        });
         setups.push((mechanism, engine, module, total_work));
     }
 
@@ -653,6 +752,12 @@ pub fn run(options: &Options) -> Result<()> {
                 .map(|_| vec![Vec::new(); SLICINGS.len()])
                 .collect()
         })
+        .collect();
+    // The probe's throughput: per mechanism and `PROBE_SLICINGS` entry, one
+    // run per round (none for epochs).
+    let mut probe_runs: Vec<Vec<Vec<SlicedRun>>> = mechanisms
+        .iter()
+        .map(|_| vec![Vec::new(); PROBE_SLICINGS.len()])
         .collect();
     for round in 0..rounds {
         let seed = round as u64 + 1;
@@ -687,6 +792,22 @@ pub fn run(options: &Options) -> Result<()> {
                     runs[m][g][p].push(run);
                 }
             }
+            if let (Mechanism::Mmu(arming), Some((iterations, _))) = (mechanism, probe_work[m]) {
+                for (q, &p) in PROBE_SLICINGS.iter().enumerate() {
+                    let run = sliced_probe(*arming, workers, iterations, SLICINGS[p])?;
+                    if options.trace {
+                        eprintln!(
+                            "  {} probe {}: {:.4} s, {} ticks, {} faults",
+                            mechanism.name(),
+                            SLICINGS[p].name(),
+                            run.secs,
+                            run.ticks,
+                            run.hits
+                        );
+                    }
+                    probe_runs[m][q].push(run);
+                }
+            }
         }
         eprintln!(
             "round {}/{rounds}: throughput done ({:.1} s)",
@@ -705,7 +826,7 @@ pub fn run(options: &Options) -> Result<()> {
     println!();
     print_delivery(&mechanisms, &ours, &probe, workers);
     let work: Vec<i64> = setups.iter().map(|s| s.3).collect();
-    print_throughput(&mechanisms, &runs, &work, workers);
+    print_throughput(&mechanisms, &runs, &work, &probe_runs, &probe_work, workers);
     Ok(())
 }
 
@@ -774,6 +895,8 @@ fn print_throughput(
     mechanisms: &[Mechanism],
     runs: &[Vec<Vec<Vec<SlicedRun>>>],
     work: &[i64],
+    probe_runs: &[Vec<Vec<SlicedRun>>],
+    probe_work: &[Option<(i64, f64)>],
     workers: usize,
 ) {
     let totals: Vec<String> = mechanisms
@@ -789,14 +912,43 @@ fn print_throughput(
     );
     println!();
     println!(
-        "| mode | G | no slicer, M iterations/s | spread ¹ | idle 1 ms slicer: loss | 5 ms: loss | 1 ms: loss | 1 ms: interrupts/s ² | 1 ms: µs per interrupt ³ | of which beyond the idle slicer ³ |"
+        "| mode | G | no slicer, M iterations/s | spread ¹ | idle 1 ms slicer: loss | 5 ms: loss | 1 ms: loss | 1 ms: interrupts/s ² | 1 ms: µs per interrupt ³ | of which beyond the idle slicer ³ | probe: 5 ms loss ⁴ | probe: 1 ms loss ⁴ |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     // Per mechanism: the worst loss at 5 ms and 1 ms, with its G.
     let mut worst: Vec<[(f64, usize); 2]> = Vec::new();
+    // Per mechanism: ours' lowest and highest loss at 5 ms and 1 ms, and
+    // µs per interrupt at 1 ms, over G.
+    let mut ranges: Vec<[(f64, f64); 3]> = Vec::new();
+    // Per mechanism (MMU): the probe's loss at 5 ms and 1 ms, its µs per
+    // fault at 1 ms and its work per second without a slicer (M/s).
+    let probe: Vec<Option<[f64; 4]>> = mechanisms
+        .iter()
+        .enumerate()
+        .map(|(m, _)| {
+            let (iterations, _) = probe_work[m]?;
+            let by_slicing = &probe_runs[m];
+            let paired = |q: usize, f: &dyn Fn(&SlicedRun, &SlicedRun) -> f64| {
+                let values: Vec<f64> = by_slicing[q]
+                    .iter()
+                    .zip(&by_slicing[0])
+                    .map(|(s, n)| f(s, n))
+                    .collect();
+                crate::stats::median_f64(&values)
+            };
+            let loss = |q: usize| paired(q, &|s, n| (1.0 - n.secs / s.secs) * 100.0);
+            let per_fault = paired(2, &|s, n| {
+                (s.secs - n.secs) * workers as f64 / (s.hits as f64).max(1.0) * 1e6
+            });
+            let off: Vec<f64> = by_slicing[0].iter().map(|r| r.secs).collect();
+            let rate = iterations as f64 * workers as f64 / crate::stats::median_f64(&off) / 1e6;
+            Some([loss(1), loss(2), per_fault, rate])
+        })
+        .collect();
     for (m, &mechanism) in mechanisms.iter().enumerate() {
         let total_work = work[m];
         let mut w = [(f64::MIN, 0), (f64::MIN, 0)];
+        let mut range = [(f64::MAX, f64::MIN); 3];
         for (g, &guests) in GUESTS.iter().enumerate() {
             let by_slicing = &runs[m][g];
             let off: Vec<f64> = by_slicing[OFF].iter().map(|r| r.secs).collect();
@@ -832,12 +984,19 @@ fn print_throughput(
                 })
             };
             let (per_event, beyond_idle) = (cost(OFF), cost(IDLE_1MS));
+            for (r, v) in range.iter_mut().zip([l5, l1, per_event]) {
+                *r = (r.0.min(v), r.1.max(v));
+            }
+            let probe_cells = match probe[m] {
+                Some([p5, p1, _, _]) => format!("{p5:+.2} % | {p1:+.2} %"),
+                None => "– | –".to_string(),
+            };
             let unit = match mechanism {
                 Mechanism::Epochs => " per tick",
                 Mechanism::Mmu(_) => "",
             };
             println!(
-                "| {} | {guests} | {:.0} | {:.1} % | {idle:+.2} % | {l5:+.2} % | {l1:+.2} % | {per_s:.0}{} | {per_event:.1}{unit} | {beyond_idle:.1}{unit} |",
+                "| {} | {guests} | {:.0} | {:.1} % | {idle:+.2} % | {l5:+.2} % | {l1:+.2} % | {per_s:.0}{} | {per_event:.1}{unit} | {beyond_idle:.1}{unit} | {probe_cells} |",
                 mechanism.name(),
                 total_work as f64 / off_median / 1e6,
                 spread * 100.0,
@@ -848,11 +1007,13 @@ fn print_throughput(
             );
         }
         worst.push(w);
+        ranges.push(range);
     }
     println!();
     println!(
-        "¹ (slowest − fastest) / median of the rounds without a slicer: the run-to-run noise the losses sit in. ² MMU: interrupts that found a running call (`interrupt()` returned true); epochs: ticks, each of which makes every running store (up to {workers}) yield at its next check. ³ (time with the 1 ms slicer − time without, or with the idle slicer) × {} / interrupts (epochs: / ticks): the workers' time one interrupt costs, all of it and what is left once the slicer thread's own wake-ups are accounted for.",
-        plural(workers, "worker")
+        "¹ (slowest − fastest) / median of the rounds without a slicer: the run-to-run noise the losses sit in. ² MMU: interrupts that found a running call (`interrupt()` returned true); epochs: ticks, each of which makes every running store (up to {workers}) yield at its next check. ³ (time with the 1 ms slicer − time without, or with the idle slicer) × {} / interrupts (epochs: / ticks): the workers' time one interrupt costs, all of it and what is left once the slicer thread's own wake-ups are accounted for. ⁴ The C probe, in the same rounds: {} of the same loop in C with one poll an iteration, the calling thread arming every running one every 5 ms or 1 ms; each fault is handled and the loop goes on (no yield). One run per round and period, so the same value in every G row of its mode; median of the rounds' paired losses.",
+        plural(workers, "worker"),
+        plural(workers, "thread")
     );
     println!();
     for (m, &mechanism) in mechanisms.iter().enumerate() {
@@ -868,6 +1029,16 @@ fn print_throughput(
         };
         println!(
             "* {}: worst loss {l5:+.2} % at 5 ms (G = {g5}), {l1:+.2} % at 1 ms (G = {g1}).{targets}",
+            mechanism.name()
+        );
+    }
+    for (m, &mechanism) in mechanisms.iter().enumerate() {
+        let Some([p5, p1, per_fault, rate]) = probe[m] else {
+            continue;
+        };
+        let [(a5, b5), (a1, b1), (ae, be)] = ranges[m];
+        println!(
+            "* {}, ours against the probe: loss at 5 ms {a5:+.2} to {b5:+.2} % against {p5:+.2} %, at 1 ms {a1:+.2} to {b1:+.2} % against {p1:+.2} %; at 1 ms {ae:.1} to {be:.1} µs per interrupt against {per_fault:.1} µs per fault; without a slicer the probe does {rate:.0} M iterations/s.",
             mechanism.name()
         );
     }
