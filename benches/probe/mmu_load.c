@@ -188,6 +188,24 @@ static void *poll_loop(void *arg) {
 }
 
 /* Unmaps what `mmu_probe_load` mapped and puts the old handler back. */
+/* Starts one thread per poller running `body`, and waits until every one
+ * has started. Returns how many were created: fewer than `count` when
+ * pthread_create failed (errno says why), and then it does not wait. */
+static size_t start_threads(void *(*body)(void *)) {
+    size_t running = 0;
+    for (; running < count; running++) {
+        int rc = pthread_create(&pollers[running].thread, NULL, body, &pollers[running]);
+        if (rc != 0) {
+            errno = rc;
+            return running;
+        }
+    }
+    while (atomic_load(&started) < count) {
+        sleep_us(100);
+    }
+    return running;
+}
+
 static void teardown(int handler_installed) {
     if (handler_installed) {
         sigaction(SIGSEGV, &previous, NULL);
@@ -276,18 +294,8 @@ int mmu_probe_load(int with_mode, size_t threads, size_t events, unsigned min_us
         errno = e;
         return -1;
     }
-    size_t running = 0;
-    for (; running < count; running++) {
-        int rc = pthread_create(&pollers[running].thread, NULL, poll_loop, &pollers[running]);
-        if (rc != 0) {
-            errno = rc;
-            break;
-        }
-    }
+    size_t running = start_threads(poll_loop);
     int failed = running < count;
-    while (!failed && atomic_load(&started) < count) {
-        sleep_us(100);
-    }
     uint64_t x = seed | 1;
     for (size_t k = 0; !failed && k < events; k++) {
         /* xorshift64 */
@@ -428,18 +436,8 @@ int mmu_probe_sliced(int with_mode, size_t workers, uint64_t iterations, unsigne
     for (size_t i = 0; i < count; i++) {
         atomic_store(&pollers[i].running, 1);
     }
-    size_t running = 0;
-    for (; running < count; running++) {
-        int rc = pthread_create(&pollers[running].thread, NULL, work_loop, &pollers[running]);
-        if (rc != 0) {
-            errno = rc;
-            break;
-        }
-    }
+    size_t running = start_threads(work_loop);
     int failed = running < count;
-    while (!failed && atomic_load(&started) < count) {
-        sleep_us(100);
-    }
     struct sliced_result r = {0};
     uint64_t start = now_ns();
     atomic_store(&go, 1);

@@ -315,10 +315,7 @@ fn check_slot_polls(isa: &dyn TargetIsa, compiled: &CompiledFunc) -> Result<()> 
         let code = compiled.code.get(offset as usize..).unwrap_or_default();
         let decoded = match arch {
             Architecture::X86_64 => mmu_poll::decode_x86_64(code),
-            Architecture::Aarch64(_) => code
-                .get(..4)
-                .and_then(|w| w.try_into().ok())
-                .and_then(|w| mmu_poll::decode_aarch64(u32::from_le_bytes(w))),
+            Architecture::Aarch64(_) => mmu_poll::decode_aarch64_code(code),
             other => bail!("pointer-swap MMU polls are not supported on {other}"),
         };
         let Some(load) = decoded else {

@@ -130,6 +130,14 @@ pub fn decode_aarch64(insn: u32) -> Option<PollLoad> {
     })
 }
 
+/// [`decode_aarch64`] of the instruction word at the start of `code` (the
+/// bytes at a poll's PC, little-endian). `None` if `code` holds less than
+/// one instruction or another instruction.
+pub fn decode_aarch64_code(code: &[u8]) -> Option<PollLoad> {
+    let word: [u8; 4] = code.get(..4)?.try_into().ok()?;
+    decode_aarch64(u32::from_le_bytes(word))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,5 +223,11 @@ mod tests {
         assert_eq!(a(0xb840_4c20), None);
         // nop
         assert_eq!(a(0xd503_201f), None);
+        // From bytes: the same word, little-endian; too short is `None`.
+        assert_eq!(
+            decode_aarch64_code(&[0x20, 0x00, 0x40, 0xb9, 0xff]),
+            decode_aarch64(0xb940_0020)
+        );
+        assert_eq!(decode_aarch64_code(&[0x20, 0x00, 0x40]), None);
     }
 }

@@ -186,10 +186,7 @@ pub unsafe fn redirect_to_mmu_poll_trampoline(cx: *mut libc::c_void) {
 /// `cx` must be the `ucontext_t` a signal handler received for a fault
 /// whose PC is the start of `code`.
 pub unsafe fn repair_slot_poll(cx: *mut libc::c_void, code: &[u8], swap: SwapPages) -> bool {
-    let Some(word) = code.get(..4).and_then(|w| <[u8; 4]>::try_from(w).ok()) else {
-        return false;
-    };
-    let Some(load) = mmu_poll::decode_aarch64(u32::from_le_bytes(word)) else {
+    let Some(load) = mmu_poll::decode_aarch64_code(code) else {
         return false;
     };
     // SAFETY: per the contract, `cx` is a valid, writable `ucontext_t`.
