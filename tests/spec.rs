@@ -143,6 +143,13 @@ impl Args {
 }
 
 fn main() {
+    run(false)
+}
+
+/// Runs the selected files; with `via_artifact`, every module is loaded
+/// from a precompiled artifact (see `directives::VIA_ARTIFACT`).
+pub fn run(via_artifact: bool) {
+    directives::VIA_ARTIFACT.store(via_artifact, Ordering::Relaxed);
     let args = Args::parse();
     let files: Vec<TestFile> = all_files()
         .into_iter()
@@ -169,7 +176,12 @@ fn main() {
     }
 
     let (passed, failed) = run_all(to_run);
-    println!("spec: {passed} passed, {failed} failed, {skipped} skipped");
+    let label = if via_artifact {
+        "spec via artifacts"
+    } else {
+        "spec"
+    };
+    println!("{label}: {passed} passed, {failed} failed, {skipped} skipped");
     // `exit` also ends workers stuck in a timed-out file.
     std::process::exit(if failed > 0 { 1 } else { 0 });
 }

@@ -4,11 +4,43 @@
 use super::values;
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use wasmtime::error::Context as _;
 use wasmtime::*;
 use wast::lexer::Lexer;
 use wast::parser::{self, ParseBuffer};
 use wast::{QuoteWat, QuoteWatTest, Wast, WastDirective, WastExecute, WastInvoke};
+
+/// Whether every module goes through a precompiled artifact
+/// (`Engine::precompile_module`, then `Module::deserialize` or, for every
+/// other module, `Module::deserialize_file`) instead of `Module::new`: the
+/// `spec_artifacts` test sets it, so that the whole suite checks that a
+/// loaded artifact behaves exactly as the module it was compiled from.
+pub static VIA_ARTIFACT: AtomicBool = AtomicBool::new(false);
+
+/// Compiles `bytes` as the run's mode says (see [`VIA_ARTIFACT`]).
+fn compile(engine: &Engine, bytes: &[u8]) -> Result<Module> {
+    if !VIA_ARTIFACT.load(Ordering::Relaxed) {
+        return Module::new(engine, bytes);
+    }
+    static LOADED: AtomicUsize = AtomicUsize::new(0);
+    let artifact = engine.precompile_module(bytes)?;
+    let n = LOADED.fetch_add(1, Ordering::Relaxed);
+    if n % 2 == 0 {
+        // SAFETY: the artifact was just produced by this engine.
+        return unsafe { Module::deserialize(engine, &artifact) };
+    }
+    let path = std::env::temp_dir().join(format!(
+        "wasmtime-mmu-spec-{}-{n}.cwasm",
+        std::process::id()
+    ));
+    std::fs::write(&path, &artifact)?;
+    // SAFETY: the file was just written by this test and nothing writes it
+    // again; unlinking it below leaves the mapping intact.
+    let module = unsafe { Module::deserialize_file(engine, &path) };
+    std::fs::remove_file(&path)?;
+    module
+}
 
 /// One directive that did not behave as the file says.
 pub struct Failure {
@@ -152,7 +184,7 @@ impl Runner {
                 let name = module.name().map(|id| id.name().to_string());
                 self.forget(name.as_deref());
                 let bytes = encode(&mut module)?;
-                let module = Module::new(&self.engine, &bytes).context("compilation failed")?;
+                let module = compile(&self.engine, &bytes).context("compilation failed")?;
                 let instance = self
                     .linker
                     .instantiate(&mut self.store, &module)
@@ -162,7 +194,7 @@ impl Runner {
             WastDirective::ModuleDefinition(mut module) => {
                 let name = module.name().map(|id| id.name().to_string());
                 let bytes = encode(&mut module)?;
-                let module = Module::new(&self.engine, &bytes).context("compilation failed")?;
+                let module = compile(&self.engine, &bytes).context("compilation failed")?;
                 self.definitions.insert(name, module);
             }
             WastDirective::ModuleInstance {
@@ -218,7 +250,7 @@ impl Runner {
                 ..
             } => {
                 let bytes = encode(&mut module)?;
-                match Module::new(&self.engine, &bytes) {
+                match compile(&self.engine, &bytes) {
                     Ok(_) => bail!("module compiled, expected it to be invalid: {message:?}"),
                     Err(e) => expect_message(&e, message)?,
                 }
@@ -238,7 +270,7 @@ impl Runner {
                     },
                     Err(_) => return Ok(()),
                 };
-                if Module::new(&self.engine, &bytes).is_ok() {
+                if compile(&self.engine, &bytes).is_ok() {
                     bail!("module compiled, expected it to be malformed: {message:?}");
                 }
             }
@@ -248,7 +280,7 @@ impl Runner {
                 ..
             } => {
                 let bytes = module.encode().context("cannot encode the module")?;
-                let module = Module::new(&self.engine, &bytes).context("compilation failed")?;
+                let module = compile(&self.engine, &bytes).context("compilation failed")?;
                 match self.linker.instantiate(&mut self.store, &module) {
                     Ok(_) => bail!("module instantiated, expected a link error: {message:?}"),
                     Err(e) => expect_message(&e, message)?,
@@ -300,7 +332,7 @@ impl Runner {
             WastExecute::Invoke(invoke) => self.invoke(&invoke),
             WastExecute::Wat(mut module) => {
                 let bytes = module.encode().context("cannot encode the module")?;
-                let module = Module::new(&self.engine, &bytes).context("compilation failed")?;
+                let module = compile(&self.engine, &bytes).context("compilation failed")?;
                 Ok(match self.linker.instantiate(&mut self.store, &module) {
                     Ok(_) => Outcome::Values(Vec::new()),
                     Err(e) => Outcome::Failed(e),

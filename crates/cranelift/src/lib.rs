@@ -177,6 +177,31 @@ impl Compiler {
         self.isa.triple()
     }
 
+    /// The Cranelift settings behind this compiler's code, as
+    /// `(name, value)` pairs: first the shared settings, then the target's
+    /// own, whose `has_*` booleans are the CPU features the code may use.
+    /// Precompiled modules record them so that a loading engine can refuse
+    /// code it could not run.
+    ///
+    /// `enable_verifier` is left out: it checks the IR while compiling and
+    /// never changes the code produced.
+    pub fn code_settings(&self) -> (Vec<(String, String)>, Vec<(String, String)>) {
+        let shared = self
+            .isa
+            .flags()
+            .iter()
+            .filter(|v| v.name != "enable_verifier")
+            .map(|v| (v.name.to_string(), v.value_string()))
+            .collect();
+        let target = self
+            .isa
+            .isa_flags()
+            .iter()
+            .map(|v| (v.name.to_string(), v.value_string()))
+            .collect();
+        (shared, target)
+    }
+
     /// Validates every function body (driving its `FuncToValidate`) while
     /// translating it, compiles all defined functions and one entry
     /// trampoline per type of the type section, lays them out in one text

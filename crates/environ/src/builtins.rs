@@ -169,3 +169,59 @@ pub enum HostLibcall {
     /// `i8x16.swizzle` helper when the target has no `pshufb`.
     X86Pshufb,
 }
+
+impl HostLibcall {
+    /// Encodes as one byte, the libcall's tag in precompiled artifacts. The
+    /// tags are fixed: a new libcall takes a new one.
+    pub fn to_u8(self) -> u8 {
+        match self {
+            HostLibcall::FloorF32 => 0,
+            HostLibcall::FloorF64 => 1,
+            HostLibcall::CeilF32 => 2,
+            HostLibcall::CeilF64 => 3,
+            HostLibcall::TruncF32 => 4,
+            HostLibcall::TruncF64 => 5,
+            HostLibcall::NearestF32 => 6,
+            HostLibcall::NearestF64 => 7,
+            HostLibcall::FmaF32 => 8,
+            HostLibcall::FmaF64 => 9,
+            HostLibcall::X86Pshufb => 10,
+        }
+    }
+
+    /// Decodes a byte written by [`HostLibcall::to_u8`]; `None` for a byte
+    /// that names no libcall.
+    pub fn from_u8(byte: u8) -> Option<HostLibcall> {
+        Some(match byte {
+            0 => HostLibcall::FloorF32,
+            1 => HostLibcall::FloorF64,
+            2 => HostLibcall::CeilF32,
+            3 => HostLibcall::CeilF64,
+            4 => HostLibcall::TruncF32,
+            5 => HostLibcall::TruncF64,
+            6 => HostLibcall::NearestF32,
+            7 => HostLibcall::NearestF64,
+            8 => HostLibcall::FmaF32,
+            9 => HostLibcall::FmaF64,
+            10 => HostLibcall::X86Pshufb,
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HostLibcall;
+
+    #[test]
+    fn libcall_tags_round_trip() {
+        let mut seen = 0;
+        for byte in 0..=u8::MAX {
+            if let Some(libcall) = HostLibcall::from_u8(byte) {
+                assert_eq!(libcall.to_u8(), byte);
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, 11, "every libcall has a tag that decodes back");
+    }
+}

@@ -57,6 +57,53 @@ pub enum MmuInterruptionMode {
     PointerSwap,
 }
 
+impl Tunables {
+    /// Every setting as a `(name, value)` pair, for the compatibility check
+    /// of precompiled modules: code compiled under one value may depend on
+    /// it (bounds checks lean on the reservation and guards, interruption
+    /// checks are compiled in), so a loading engine must match each pair.
+    ///
+    /// The destructuring is exhaustive on purpose: a new field does not
+    /// compile until it is listed here.
+    pub fn code_settings(&self) -> Vec<(&'static str, String)> {
+        let Tunables {
+            memory_reservation,
+            memory_guard_size,
+            memory_reservation_for_growth,
+            memory_may_move,
+            guard_before_linear_memory,
+            epoch_interruption,
+            consume_fuel,
+            mmu_interruption,
+            mmu_interruption_mode,
+        } = self;
+        vec![
+            ("memory_reservation", memory_reservation.to_string()),
+            ("memory_guard_size", memory_guard_size.to_string()),
+            (
+                "memory_reservation_for_growth",
+                memory_reservation_for_growth.to_string(),
+            ),
+            ("memory_may_move", memory_may_move.to_string()),
+            (
+                "guard_before_linear_memory",
+                guard_before_linear_memory.to_string(),
+            ),
+            ("epoch_interruption", epoch_interruption.to_string()),
+            ("consume_fuel", consume_fuel.to_string()),
+            ("mmu_interruption", mmu_interruption.to_string()),
+            (
+                "mmu_interruption_mode",
+                match mmu_interruption_mode {
+                    MmuInterruptionMode::Mprotect => "mprotect",
+                    MmuInterruptionMode::PointerSwap => "pointer-swap",
+                }
+                .to_string(),
+            ),
+        ]
+    }
+}
+
 impl Default for Tunables {
     fn default() -> Tunables {
         Tunables {

@@ -52,6 +52,7 @@ pub struct Config {
     pub(crate) debug_verifier: bool,
     pub(crate) async_stack_size: usize,
     pub(crate) allocation_strategy: InstanceAllocationStrategy,
+    pub(crate) cache: Option<crate::Cache>,
 }
 
 pub(crate) const DEFAULT_WASM_BACKTRACE_MAX_FRAMES: NonZeroUsize = NonZeroUsize::new(20).unwrap();
@@ -106,6 +107,7 @@ impl Config {
             debug_verifier: false,
             async_stack_size: 2 << 20,
             allocation_strategy: InstanceAllocationStrategy::OnDemand,
+            cache: None,
         }
     }
 
@@ -609,6 +611,47 @@ impl Config {
     pub unsafe fn cranelift_flag_enable(&mut self, flag: &str) -> &mut Self {
         self.cranelift_flags
             .push((flag.to_string(), "true".to_string()));
+        self
+    }
+
+    /// Sets the compile cache that [`Module::new`](crate::Module::new),
+    /// [`Module::from_file`](crate::Module::from_file) and
+    /// [`Module::from_binary`](crate::Module::from_binary) consult, or
+    /// `None` for none.
+    ///
+    /// With a cache, compiling a module first looks for an entry keyed by
+    /// the SHA-256 of the module's bytes, this runtime's build and every
+    /// engine setting that shapes code. A hit loads the entry in place
+    /// (as [`Module::deserialize_file`](crate::Module::deserialize_file)
+    /// does, with all its checks) instead of compiling; a miss compiles
+    /// and stores the result. An entry that fails to load (damaged,
+    /// truncated) is counted in [`Cache::replaced_corrupt`](crate::Cache::replaced_corrupt),
+    /// compiled again and replaced. [`Cache::hits`](crate::Cache::hits)
+    /// and [`Cache::misses`](crate::Cache::misses) count the rest, and the
+    /// `log` crate's `debug` level says which happened for each module.
+    ///
+    /// Cache entries are machine code that runs without further checks:
+    /// the cache directory deserves the protection of the executable
+    /// itself, since whoever can write it can make this process run
+    /// anything. Entries are never written in place (a new entry is
+    /// renamed over the old), so loaded modules are not disturbed.
+    ///
+    /// ## Default
+    ///
+    /// No cache (`None`), as upstream for embedders; the `wasmtime`
+    /// command-line tool turns it on (`-C cache=y`).
+    ///
+    /// # Errors
+    ///
+    /// None here. A cache that cannot be written never fails a compile:
+    /// the failure is logged at `warn` level and the module is compiled
+    /// anyway.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn cache(&mut self, cache: Option<crate::Cache>) -> &mut Self {
+        self.cache = cache;
         self
     }
 
@@ -1351,6 +1394,10 @@ impl fmt::Debug for Config {
             .field("parallel_compilation", &self.parallel_compilation)
             .field("signals_based_traps", &self.signals_based_traps)
             .field("strategy", &self.strategy)
+            .field(
+                "cache",
+                &self.cache.as_ref().map(|c| c.config().directory()),
+            )
             .finish_non_exhaustive()
     }
 }

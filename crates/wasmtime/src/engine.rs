@@ -1,6 +1,7 @@
 //! The [`Engine`]: global compilation and runtime state.
 
 use crate::compile::{ClifOptLevel, Compiler, CompilerConfig};
+use crate::runtime::artifact::{self, Fingerprint};
 use crate::runtime::mmu::{MmuInterrupter, MmuStoreRegistry};
 use crate::runtime::vm::{self, CodeMemory, TypeRegistry};
 use crate::{Config, InstanceAllocationStrategy};
@@ -39,6 +40,8 @@ pub(crate) struct EngineInner {
     host_trampolines: Mutex<HashMap<VMSharedTypeIndex, Arc<CodeMemory>>>,
     /// Stores with MMU interruption, for [`Engine::running_mmu_interrupters`].
     mmu_stores: MmuStoreRegistry,
+    /// What this engine's code depends on, for precompiled modules.
+    fingerprint: Fingerprint,
 }
 
 impl fmt::Debug for Engine {
@@ -105,6 +108,7 @@ impl Engine {
             },
         })
         .context("failed to create the fiber stack pool")?;
+        let fingerprint = fingerprint(config, &compiler);
         Ok(Engine {
             inner: Arc::new(EngineInner {
                 config: config.clone(),
@@ -115,6 +119,7 @@ impl Engine {
                 stacks,
                 host_trampolines: Mutex::new(HashMap::new()),
                 mmu_stores: MmuStoreRegistry::default(),
+                fingerprint,
             }),
         })
     }
@@ -161,6 +166,58 @@ impl Engine {
     /// dropped because it no longer matches a call in progress.
     pub fn running_mmu_interrupters(&self) -> Vec<MmuInterrupter> {
         self.inner.mmu_stores.running()
+    }
+
+    /// Compiles `bytes` (a WebAssembly binary or, with the `wat` feature,
+    /// text) into a precompiled artifact, the bytes that
+    /// [`Module::serialize`](crate::Module::serialize) would give for the
+    /// module, without loading the code into this process.
+    ///
+    /// The artifact only loads into engines of this same build whose
+    /// code-shaping settings match this one's (see
+    /// [`Module::deserialize`](crate::Module::deserialize)).
+    ///
+    /// # Errors
+    ///
+    /// Everything [`Module::new`](crate::Module::new) can fail with.
+    pub fn precompile_module(&self, bytes: &[u8]) -> Result<Vec<u8>> {
+        #[cfg(feature = "wat")]
+        let bytes = wat::parse_bytes(bytes)?;
+        crate::Module::from_binary(self, &bytes)?.serialize()
+    }
+
+    /// Whether `bytes` look like a precompiled artifact of this runtime
+    /// (only the first bytes are looked at: whether it loads is for
+    /// [`Module::deserialize`](crate::Module::deserialize) to say).
+    pub fn detect_precompiled(&self, bytes: &[u8]) -> Option<Precompiled> {
+        artifact::looks_like_artifact(bytes).then_some(Precompiled::Module)
+    }
+
+    /// Whether the file at `path` looks like a precompiled artifact, as
+    /// [`Engine::detect_precompiled`] decides from its first bytes.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be opened or read.
+    pub fn detect_precompiled_file(
+        &self,
+        path: impl AsRef<std::path::Path>,
+    ) -> Result<Option<Precompiled>> {
+        use std::io::Read;
+        let mut head = [0u8; 8];
+        let mut file = std::fs::File::open(path)?;
+        let mut read = 0;
+        while read < head.len() {
+            match file.read(&mut head[read..])? {
+                0 => break,
+                n => read += n,
+            }
+        }
+        Ok(self.detect_precompiled(&head[..read]))
+    }
+
+    pub(crate) fn fingerprint(&self) -> &Fingerprint {
+        &self.inner.fingerprint
     }
 
     pub(crate) fn mmu_stores(&self) -> &MmuStoreRegistry {
@@ -240,6 +297,47 @@ impl Engine {
 /// again, while what deep recursion touched is given back (the same as the
 /// pooling default, `PoolingAllocationConfig::async_stack_keep_resident`).
 const ON_DEMAND_STACK_KEEP_RESIDENT: usize = 64 * 1024;
+
+/// What kind of precompiled artifact [`Engine::detect_precompiled`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precompiled {
+    /// A core module, for [`Module::deserialize`](crate::Module::deserialize).
+    Module,
+}
+
+/// Everything that shapes `compiler`'s code under `config`, as artifacts
+/// record it.
+fn fingerprint(config: &Config, compiler: &Compiler) -> Fingerprint {
+    let mut settings: Vec<(String, String)> = config
+        .tunables
+        .code_settings()
+        .into_iter()
+        .map(|(name, value)| (format!("tunables.{name}"), value))
+        .collect();
+    for (name, flag) in wasmparser::WasmFeatures::all().iter_names() {
+        settings.push((
+            format!("wasm.{}", name.to_ascii_lowercase()),
+            config.features.contains(flag).to_string(),
+        ));
+    }
+    let (shared, target) = compiler.code_settings();
+    settings.extend(
+        shared
+            .into_iter()
+            .map(|(k, v)| (format!("cranelift.{k}"), v)),
+    );
+    settings.extend(target.into_iter().map(|(k, v)| (format!("isa.{k}"), v)));
+    let triple = compiler.triple();
+    Fingerprint {
+        target: triple.to_string(),
+        settings,
+        // Linux on aarch64 may run with 64 KiB pages.
+        text_alignment: match triple.architecture {
+            target_lexicon::Architecture::Aarch64(_) => 64 * 1024,
+            _ => 4096,
+        },
+    }
+}
 
 /// A non-owning handle to an [`Engine`], from [`Engine::weak`].
 #[derive(Clone, Debug)]

@@ -1,5 +1,7 @@
 //! The safe runtime API over the raw runtime in [`vm`].
 
+pub(crate) mod artifact;
+pub(crate) mod cache;
 pub(crate) mod externals;
 pub(crate) mod fiber;
 pub(crate) mod func;
@@ -17,6 +19,7 @@ pub(crate) mod types;
 pub(crate) mod values;
 pub(crate) mod vm;
 
+pub use cache::{Cache, CacheConfig};
 pub use externals::*;
 pub use func::*;
 pub use global::*;

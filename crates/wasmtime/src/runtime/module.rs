@@ -1,6 +1,8 @@
 //! [`Module`]: a compiled WebAssembly module.
 
+use crate::runtime::artifact::{self, CodeTables};
 use crate::runtime::vm::CodeMemory;
+use crate::runtime::vm::sys::unix::mmap::{Mmap, host_page_size};
 use crate::{Engine, ExportType, ExternType, ImportType};
 use anyhow::{Context, Result, bail};
 use std::collections::HashMap;
@@ -10,7 +12,7 @@ use std::sync::Arc;
 use wasmtime_environ::vm::VMEntryTrampoline;
 use wasmtime_environ::{
     AddressMapEntry, DefinedFuncIndex, EntityIndex, EntityRef, FunctionLoc, ModuleInfo,
-    ModuleTranslation, PrimaryMap, TypeIndex, VMOffsets, VMSharedTypeIndex,
+    ModuleTranslation, PrimaryMap, Relocation, TypeIndex, VMOffsets, VMSharedTypeIndex,
 };
 
 /// WebAssembly code after validation and compilation to machine code: the
@@ -41,6 +43,12 @@ pub(crate) struct ModuleInner {
     entry_trampolines: HashMap<VMSharedTypeIndex, VMEntryTrampoline>,
     offsets: VMOffsets,
     exports: HashMap<String, EntityIndex>,
+    /// What [`Module::serialize`] needs besides the text and the tables
+    /// above: the binary without function bodies (see `artifact.rs`), the
+    /// entry trampolines by type, and the libcall slots.
+    skeleton: Box<[u8]>,
+    entry_trampoline_locs: PrimaryMap<TypeIndex, FunctionLoc>,
+    relocations: Box<[Relocation]>,
 }
 
 impl fmt::Debug for Module {
@@ -100,6 +108,61 @@ impl Module {
     /// configuration, uses a construct this runtime does not support, or
     /// fails to compile.
     pub fn from_binary(engine: &Engine, binary: &[u8]) -> Result<Module> {
+        if artifact::looks_like_artifact(binary) {
+            bail!(
+                "the input is a precompiled module: load it with `Module::deserialize` \
+                 (it is only accepted as trusted code)"
+            );
+        }
+        match &engine.config().cache {
+            Some(cache) => Module::compile_cached(engine, cache, binary),
+            None => Module::compile(engine, binary),
+        }
+    }
+
+    /// Loads `binary`'s entry from `cache`, or compiles it and stores one
+    /// (see [`Config::cache`](crate::Config::cache)).
+    fn compile_cached(engine: &Engine, cache: &crate::Cache, binary: &[u8]) -> Result<Module> {
+        let key = artifact::cache_key(engine.fingerprint(), binary);
+        if let Some(path) = cache.lookup(&key) {
+            // SAFETY: entries are written only by this cache, as whole
+            // files renamed into place and never modified afterwards, so
+            // the file stays as it is while mapped; the code in it is
+            // trusted as `Config::cache` documents (the directory is as
+            // protected as the executable), and everything else in it is
+            // checked by `deserialize_file`.
+            match unsafe { Module::deserialize_file(engine, &path) } {
+                Ok(module) => {
+                    cache.record_hit();
+                    log::debug!("compile cache hit: {}", path.display());
+                    return Ok(module);
+                }
+                Err(e) => {
+                    cache.record_corrupt();
+                    log::warn!(
+                        "compile cache entry {} is unusable, compiling again: {e:#}",
+                        path.display()
+                    );
+                    cache.remove(&key);
+                }
+            }
+        } else {
+            cache.record_miss();
+            log::debug!("compile cache miss: {}", cache.entry_path(&key).display());
+        }
+        let module = Module::compile(engine, binary)?;
+        match module
+            .serialize()
+            .and_then(|bytes| cache.store(&key, &bytes))
+        {
+            Ok(()) => log::debug!("compile cache stored: {}", cache.entry_path(&key).display()),
+            Err(e) => log::warn!("failed to store a compile cache entry: {e:#}"),
+        }
+        Ok(module)
+    }
+
+    /// Compiles `binary` (no cache).
+    pub(crate) fn compile(engine: &Engine, binary: &[u8]) -> Result<Module> {
         let translation = ModuleTranslation::new(engine.config().features, binary)?;
         let info = translation.module.clone();
         let func_body_offsets: PrimaryMap<DefinedFuncIndex, u32> = translation
@@ -107,56 +170,213 @@ impl Module {
             .values()
             .map(|b| b.body.range().start as u32)
             .collect();
+        let skeleton = artifact::skeleton(binary)?;
         let artifacts = engine.compiler().compile_module(translation)?;
-        Module::from_artifacts(engine, info, func_body_offsets, artifacts)
-    }
-
-    fn from_artifacts(
-        engine: &Engine,
-        info: ModuleInfo,
-        func_body_offsets: PrimaryMap<DefinedFuncIndex, u32>,
-        artifacts: wasmtime_environ::CompiledModuleArtifacts,
-    ) -> Result<Module> {
-        let text_len = artifacts.text.len() as u64;
-        let in_text = |loc: &FunctionLoc| u64::from(loc.start) + u64::from(loc.len) <= text_len;
-        if artifacts.functions.len() != info.num_defined_funcs() as usize
-            || !artifacts.functions.values().all(in_text)
-        {
-            bail!("compiler produced an inconsistent function table");
-        }
-        if artifacts.entry_trampolines.len() != info.types.len()
-            || !artifacts.entry_trampolines.values().all(in_text)
-        {
-            bail!("compiler produced an inconsistent entry-trampoline table");
-        }
-        let code = Arc::new(CodeMemory::new(
+        let code = CodeMemory::new(
             &artifacts.text,
             &artifacts.relocations,
             artifacts.trap_sites,
-        )?);
+        )?;
+        let tables = CodeTables {
+            functions: artifacts.functions,
+            func_body_offsets,
+            entry_trampolines: artifacts.entry_trampolines,
+            trap_sites: Vec::new(),
+            address_map: artifacts.address_map,
+            relocations: artifacts.relocations,
+        };
+        Module::assemble(engine, info, skeleton.into(), tables, code)
+    }
+
+    /// Writes this module as a precompiled artifact, which
+    /// [`Module::deserialize`] and [`Module::deserialize_file`] load into
+    /// any engine of this build with the same code-shaping settings
+    /// (target, CPU features, Cranelift settings, WebAssembly features,
+    /// memory layout and interruption knobs), without compiling again.
+    ///
+    /// The format is this runtime's own (not upstream Wasmtime's ELF); the
+    /// layout is in `docs/architecture.md`, "Precompiled modules".
+    ///
+    /// # Errors
+    ///
+    /// None today; the `Result` keeps upstream's signature.
+    pub fn serialize(&self) -> Result<Vec<u8>> {
+        let inner = &self.inner;
+        let mut text = inner.code.text().to_vec();
+        // The patched slots hold this process's addresses; the loader
+        // writes its own.
+        for reloc in inner.relocations.iter() {
+            let at = reloc.offset as usize;
+            text[at..at + 8].fill(0);
+        }
+        let tables = CodeTables {
+            functions: inner.functions.clone(),
+            func_body_offsets: inner.func_body_offsets.clone(),
+            entry_trampolines: inner.entry_trampoline_locs.clone(),
+            trap_sites: inner.code.trap_sites().to_vec(),
+            address_map: inner.address_map.clone(),
+            relocations: inner.relocations.to_vec(),
+        };
+        Ok(artifact::write(
+            inner.engine.fingerprint(),
+            &inner.skeleton,
+            &tables,
+            &text,
+        ))
+    }
+
+    /// Loads a module from `bytes`, written by [`Module::serialize`] or
+    /// [`Engine::precompile_module`], copying its machine code into fresh
+    /// executable memory.
+    ///
+    /// Before anything is used, the artifact's envelope is checked: its
+    /// format version and length, a SHA-256 checksum over the whole file,
+    /// the build of this runtime that wrote it, and every engine setting
+    /// that shapes generated code. The module's metadata is then rebuilt
+    /// by validating the WebAssembly it came from (without its function
+    /// bodies), so a damaged or foreign artifact is an error, never a crash.
+    ///
+    /// # Safety
+    ///
+    /// The machine code itself cannot be checked: it runs as it is. Only
+    /// load artifacts that this runtime produced and that nobody could
+    /// have altered, for example files you wrote and protect as you would
+    /// protect the executable itself. A checksum catches accidents, not
+    /// attackers: anyone who can write the file can write a matching one.
+    ///
+    /// # Errors
+    ///
+    /// Anything that is not an intact artifact of this build for a
+    /// compatible engine, with a message naming the check that failed (a
+    /// plain `.wasm` file, a truncated or corrupted file, another format
+    /// version or build, another target, a setting that differs).
+    pub unsafe fn deserialize(engine: &Engine, bytes: impl AsRef<[u8]>) -> Result<Module> {
+        let bytes = bytes.as_ref();
+        let parsed = artifact::parse(bytes, engine.fingerprint())?;
+        let info = Module::skeleton_info(engine, parsed.skeleton)?;
+        let code = CodeMemory::new(
+            &bytes[parsed.text.clone()],
+            &parsed.tables.relocations,
+            parsed.tables.trap_sites.clone(),
+        )?;
+        Module::assemble(engine, info, parsed.skeleton.into(), parsed.tables, code)
+    }
+
+    /// Loads a module from the file `path` as [`Module::deserialize`]
+    /// does, but runs the machine code where the file is mapped into
+    /// memory instead of copying it: only the pages that hold libcall
+    /// addresses are copied, when they are patched. The file stays mapped
+    /// while the module lives.
+    ///
+    /// # Safety
+    ///
+    /// Everything [`Module::deserialize`] requires, and also: nothing may
+    /// write or truncate the file while the module (or any instance of it)
+    /// lives. Replace a file by writing a new one and renaming it over the
+    /// old, as the compile cache does; the old mapping keeps the old file.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be opened or mapped, and everything
+    /// [`Module::deserialize`] can fail with.
+    pub unsafe fn deserialize_file(engine: &Engine, path: impl AsRef<Path>) -> Result<Module> {
+        let path = path.as_ref();
+        let load = || -> Result<Module> {
+            let file = std::fs::File::open(path)?;
+            // SAFETY: the caller promises not to alter the file while the
+            // module lives, and the mapping lives exactly as long.
+            let mmap = unsafe { Mmap::map_file_private(&file)? };
+            // SAFETY: the mapping is readable for its whole length, and the
+            // caller promises that nothing writes the file meanwhile.
+            let bytes = unsafe { std::slice::from_raw_parts(mmap.as_ptr(), mmap.len()) };
+            let parsed = artifact::parse(bytes, engine.fingerprint())?;
+            let info = Module::skeleton_info(engine, parsed.skeleton)?;
+            let skeleton: Box<[u8]> = parsed.skeleton.into();
+            let tables = parsed.tables;
+            let text = parsed.text;
+            let in_place = !text.is_empty() && text.start % host_page_size() == 0;
+            let code = if in_place {
+                // SAFETY: `text` starts on a page boundary inside the
+                // mapping (checked by `parse` and just above), and the
+                // file's promise is the caller's.
+                unsafe {
+                    CodeMemory::from_file_mapping(
+                        mmap,
+                        text,
+                        &tables.relocations,
+                        tables.trap_sites.clone(),
+                    )?
+                }
+            } else {
+                CodeMemory::new(&bytes[text], &tables.relocations, tables.trap_sites.clone())?
+            };
+            Module::assemble(engine, info, skeleton, tables, code)
+        };
+        load().with_context(|| format!("failed to load precompiled module {}", path.display()))
+    }
+
+    /// Rebuilds a module's metadata from its skeleton, as a compile would.
+    fn skeleton_info(engine: &Engine, skeleton: &[u8]) -> Result<ModuleInfo> {
+        Ok(ModuleTranslation::new(engine.config().features, skeleton)
+            .context("malformed artifact: its module skeleton does not validate")?
+            .module)
+    }
+
+    /// Checks the code tables against `info` and `code`, registers the
+    /// types and builds the module.
+    fn assemble(
+        engine: &Engine,
+        info: ModuleInfo,
+        skeleton: Box<[u8]>,
+        tables: CodeTables,
+        code: CodeMemory,
+    ) -> Result<Module> {
+        let text_len = code.text().len() as u64;
+        let in_text = |loc: &FunctionLoc| u64::from(loc.start) + u64::from(loc.len) <= text_len;
+        if tables.functions.len() != info.num_defined_funcs() as usize
+            || tables.func_body_offsets.len() != tables.functions.len()
+            || !tables.functions.values().all(in_text)
+        {
+            bail!("the module's function table does not match its code");
+        }
+        if tables.entry_trampolines.len() != info.types.len()
+            || !tables.entry_trampolines.values().all(in_text)
+        {
+            bail!("the module's entry-trampoline table does not match its code");
+        }
+        if tables
+            .address_map
+            .iter()
+            .any(|e| u64::from(e.code_offset) > text_len)
+        {
+            bail!("the module's address map points outside its code");
+        }
+        let code = Arc::new(code);
         let type_ids: Box<[VMSharedTypeIndex]> = info
             .types
             .values()
             .map(|ty| engine.signatures().register(ty))
             .collect();
         let mut entry_trampolines = HashMap::new();
-        for (ty, loc) in artifacts.entry_trampolines.iter() {
+        for (ty, loc) in tables.entry_trampolines.iter() {
             let addr = code.text_start() + loc.start as usize;
-            // SAFETY: the compiler produced an entry trampoline with the
+            // SAFETY: the text holds an entry trampoline with the
             // `VMEntryTrampoline` signature at this offset (checked to be in
-            // the text above).
+            // the text above): our compiler put it there, or, for an
+            // artifact, the compiler of the identical build that wrote it,
+            // which `deserialize`'s caller vouches for.
             let trampoline = unsafe { std::mem::transmute::<usize, VMEntryTrampoline>(addr) };
             entry_trampolines
                 .entry(type_ids[ty.index()])
                 .or_insert(trampoline);
         }
-        let mut functions_by_start: Vec<_> = artifacts
+        let mut functions_by_start: Vec<_> = tables
             .functions
             .iter()
             .map(|(i, loc)| (loc.start, loc.start + loc.len, i))
             .collect();
         functions_by_start.sort_by_key(|f| f.0);
-        let mut address_map = artifacts.address_map;
+        let mut address_map = tables.address_map;
         if !address_map.is_sorted_by_key(|e| e.code_offset) {
             address_map.sort_by_key(|e| e.code_offset);
         }
@@ -171,14 +391,17 @@ impl Module {
                 engine: engine.clone(),
                 info,
                 code,
-                functions: artifacts.functions,
+                functions: tables.functions,
                 functions_by_start,
-                func_body_offsets,
+                func_body_offsets: tables.func_body_offsets,
                 address_map,
                 type_ids,
                 entry_trampolines,
                 offsets,
                 exports,
+                skeleton,
+                entry_trampoline_locs: tables.entry_trampolines,
+                relocations: tables.relocations.into(),
             }),
         })
     }

@@ -13,7 +13,11 @@ use wasmtime_environ::{Relocation, TrapSite, TrapSiteKind};
 /// signal handler may read both without synchronization.
 #[derive(Debug)]
 pub struct CodeMemory {
+    /// The mapping holding the text: a fresh anonymous one, or a private
+    /// mapping of a whole precompiled-module file with the text at
+    /// `text_offset`.
     mmap: Mmap,
+    text_offset: usize,
     text_len: usize,
     trap_sites: Box<[TrapSite]>,
 }
@@ -22,12 +26,17 @@ impl CodeMemory {
     /// Copies `text` into fresh memory, patches `relocations` with the
     /// addresses of the host libcalls, and makes it executable.
     ///
-    /// `trap_sites` must be sorted by offset (as the compiler produces them);
-    /// they are sorted again if not.
+    /// `trap_sites` must lie in the text; they are sorted by offset if they
+    /// are not already (the compiler produces them sorted).
+    ///
+    /// # Errors
+    ///
+    /// A relocation or trap site outside the text, an unknown libcall, or a
+    /// failure to map memory.
     pub fn new(
         text: &[u8],
         relocations: &[Relocation],
-        mut trap_sites: Vec<TrapSite>,
+        trap_sites: Vec<TrapSite>,
     ) -> Result<CodeMemory> {
         let page = host_page_size();
         let len = text.len().max(1).next_multiple_of(page);
@@ -35,34 +44,95 @@ impl CodeMemory {
         // SAFETY: the mapping is fresh, read-write and at least `text.len()`
         // bytes long.
         unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), mmap.as_ptr(), text.len()) };
+        // SAFETY: the mapping is read-write and nothing else refers to it.
+        unsafe { CodeMemory::finish(mmap, 0..text.len(), relocations, trap_sites) }
+    }
+
+    /// Runs the text that sits at `text` in `file` (a private, read-only
+    /// mapping of a whole precompiled-module file, from
+    /// [`Mmap::map_file_private`]) in place: only the pages with libcall
+    /// slots are copied, when they are patched.
+    ///
+    /// # Safety
+    ///
+    /// `text.start` must be a multiple of the host page size and `text`
+    /// must lie in the mapping; the file's promise of
+    /// [`Mmap::map_file_private`] must hold for the life of the result.
+    ///
+    /// # Errors
+    ///
+    /// As [`CodeMemory::new`].
+    pub unsafe fn from_file_mapping(
+        file: Mmap,
+        text: Range<usize>,
+        relocations: &[Relocation],
+        trap_sites: Vec<TrapSite>,
+    ) -> Result<CodeMemory> {
+        // SAFETY: the text pages are not in use yet: nothing has been handed
+        // out that points into them. Making them writable lets the private
+        // mapping copy the pages that relocations patch.
+        unsafe { file.make_accessible(text.start, text.len())? };
+        // SAFETY: the text is writable now and nothing else refers to it.
+        unsafe { CodeMemory::finish(file, text, relocations, trap_sites) }
+    }
+
+    /// Patches the libcall slots, checks and sorts the trap sites, and
+    /// makes `text` executable.
+    ///
+    /// # Safety
+    ///
+    /// `text` must lie in `mmap`, start on a page boundary, and be
+    /// writable, with nothing else referring to it.
+    unsafe fn finish(
+        mmap: Mmap,
+        text: Range<usize>,
+        relocations: &[Relocation],
+        mut trap_sites: Vec<TrapSite>,
+    ) -> Result<CodeMemory> {
+        let text_len = text.len();
+        // SAFETY: the caller promises that `text` lies in the mapping.
+        let base = unsafe { mmap.as_ptr().add(text.start) };
         for reloc in relocations {
             let offset = reloc.offset as usize;
-            if offset.checked_add(8).is_none_or(|end| end > text.len()) {
+            if offset.checked_add(8).is_none_or(|end| end > text_len) {
                 bail!("relocation at {offset:#x} is outside the text");
             }
             let addr = libcall_address(reloc.target)? as u64;
-            // SAFETY: bounds-checked above; the mapping is still writable.
-            unsafe {
-                std::ptr::write_unaligned(mmap.as_ptr().add(offset).cast::<u64>(), addr.to_le())
-            };
+            // SAFETY: bounds-checked above; the caller promises the text is
+            // still writable.
+            unsafe { std::ptr::write_unaligned(base.add(offset).cast::<u64>(), addr.to_le()) };
         }
-        // SAFETY: all bytes are written; from now on the mapping is only
-        // executed and read.
-        unsafe { mmap.make_executable(0, len)? };
-        flush_icache(mmap.as_ptr(), text.len());
+        if let Some(site) = trap_sites
+            .iter()
+            .find(|t| t.code_offset as usize >= text_len)
+        {
+            bail!("trap site at {:#x} is outside the text", site.code_offset);
+        }
         if !trap_sites.is_sorted_by_key(|t| t.code_offset) {
             trap_sites.sort_by_key(|t| t.code_offset);
         }
+        // SAFETY: all bytes are written; from now on the text is only
+        // executed and read.
+        unsafe { mmap.make_executable(text.start, text_len.max(1))? };
+        flush_icache(base, text_len);
         Ok(CodeMemory {
             mmap,
-            text_len: text.len(),
+            text_offset: text.start,
+            text_len,
             trap_sites: trap_sites.into_boxed_slice(),
         })
     }
 
     /// Address of the first byte of the text.
     pub fn text_start(&self) -> usize {
-        self.mmap.as_ptr() as usize
+        self.mmap.as_ptr() as usize + self.text_offset
+    }
+
+    /// The text's bytes (with libcall slots patched).
+    pub fn text(&self) -> &[u8] {
+        // SAFETY: the text lies in the mapping, is readable for the
+        // mapping's life and never written after construction.
+        unsafe { std::slice::from_raw_parts(self.text_start() as *const u8, self.text_len) }
     }
 
     /// The address range of the text.

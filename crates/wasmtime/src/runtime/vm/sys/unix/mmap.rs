@@ -1,4 +1,4 @@
-//! Anonymous memory mappings.
+//! Memory mappings: anonymous ones, and private read-only views of files.
 
 use anyhow::{Result, bail};
 use std::io;
@@ -53,6 +53,43 @@ impl Mmap {
     /// Maps `len` bytes of zeroed read-write memory.
     pub fn read_write(len: usize) -> Result<Mmap> {
         Mmap::map(len, libc::PROT_READ | libc::PROT_WRITE)
+    }
+
+    /// Maps all of `file` read-only and private: pages are shared with the
+    /// page cache until written (after making them writable), and writes
+    /// never reach the file. An empty file is an error.
+    ///
+    /// # Safety
+    ///
+    /// Nothing may truncate or write `file` while the mapping lives: a
+    /// truncation turns reads of the lost pages into `SIGBUS`, and writes
+    /// by others may show through pages this process has not written.
+    pub unsafe fn map_file_private(file: &std::fs::File) -> Result<Mmap> {
+        use std::os::fd::AsRawFd;
+        let len = usize::try_from(file.metadata()?.len())?;
+        if len == 0 {
+            bail!("cannot map an empty file");
+        }
+        // SAFETY: a private mapping at a kernel-chosen address aliases no
+        // existing memory; what can happen to the file meanwhile is the
+        // caller's promise above.
+        let ptr = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            bail!("failed to map the file: {}", io::Error::last_os_error());
+        }
+        Ok(Mmap {
+            ptr: NonNull::new(ptr.cast()).ok_or_else(|| anyhow::anyhow!("mmap returned null"))?,
+            len,
+        })
     }
 
     fn map(len: usize, prot: libc::c_int) -> Result<Mmap> {

@@ -1,0 +1,713 @@
+//! Precompiled modules: the file format that [`Module::serialize`] writes
+//! and [`Module::deserialize`] reads, and the checks a loading engine runs
+//! before it uses anything in one.
+//!
+//! An artifact is a fixed header, a body of length-prefixed records, and
+//! the machine code at the end, aligned to the target's largest page size
+//! so that [`Module::deserialize_file`] can map it straight from the file:
+//!
+//! ```text
+//! header   magic, format version, file length, SHA-256 of the whole file
+//!          (but the checksum field), text offset
+//! body     build id | target | engine settings | module skeleton |
+//!          function table | entry trampolines | trap sites |
+//!          address map | libcall relocations | text length
+//! padding  zeros up to the text offset
+//! text     the machine code, libcall slots zeroed
+//! ```
+//!
+//! The module's metadata (types, imports, exports, segments, names) is not
+//! serialized as such: the body carries a *skeleton*, the module's own
+//! binary with every function body replaced by an empty one and custom
+//! sections other than `name` dropped, and loading parses and validates it
+//! again with the same parser that compiled it. The loader therefore never
+//! trusts a decoded index: what the metadata says has been validated
+//! exactly as a fresh compile validates it, and only the code tables need
+//! bounds checks of their own (done where they are used: [`Module`]'s
+//! assembly and [`CodeMemory`](crate::runtime::vm::CodeMemory)).
+//!
+//! Order of the checks, each failure with its own message: magic (with
+//! special messages for a plain `.wasm` and for upstream Wasmtime's ELF
+//! artifacts), format version, length, checksum, build id, target, and
+//! then every setting that changes generated code. Only then is the rest
+//! decoded.
+//!
+//! [`Module`]: crate::Module
+//! [`Module::serialize`]: crate::Module::serialize
+//! [`Module::deserialize`]: crate::Module::deserialize
+//! [`Module::deserialize_file`]: crate::Module::deserialize_file
+
+use anyhow::{Context, Result, bail, ensure};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::ops::Range;
+use wasmtime_environ::builtins::HostLibcall;
+use wasmtime_environ::wasmparser::{Parser, Payload};
+use wasmtime_environ::{
+    AddressMapEntry, DefinedFuncIndex, FunctionLoc, PrimaryMap, Relocation, TrapSite, TrapSiteKind,
+    TypeIndex,
+};
+
+/// The first eight bytes of every artifact.
+pub(crate) const MAGIC: [u8; 8] = *b"WMMUCWSM";
+
+/// The version of the layout below; a change of layout takes a new one.
+const FORMAT_VERSION: u32 = 1;
+
+/// Magic, version, a reserved word, file length, checksum, text offset.
+const HEADER_LEN: usize = 8 + 4 + 4 + 8 + 32 + 8;
+
+/// This build's identity (see `build.rs`): artifacts are only exchanged
+/// between identical builds.
+pub(crate) const BUILD_ID: &str = env!("WASMTIME_MMU_BUILD_ID");
+
+/// What an engine's code depends on: an artifact records its compiling
+/// engine's, and a loading engine must match it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Fingerprint {
+    /// The target triple.
+    pub target: String,
+    /// `(kind.name, value)` for every setting that changes generated code;
+    /// the kinds are `tunables`, `wasm` (features), `cranelift` (shared
+    /// settings) and `isa` (target settings and CPU features).
+    pub settings: Vec<(String, String)>,
+    /// The largest page size of the target: the text's alignment in the
+    /// file.
+    pub text_alignment: usize,
+}
+
+impl Fingerprint {
+    /// The bytes that stand for this fingerprint in a compile-cache key.
+    pub fn key_bytes(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.str(BUILD_ID);
+        w.str(&self.target);
+        w.settings(&self.settings);
+        w.0
+    }
+}
+
+/// The compile-cache key of `binary` for an engine with `fingerprint`.
+pub(crate) fn cache_key(fingerprint: &Fingerprint, binary: &[u8]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(b"wasmtime-mmu compile cache key 1\0");
+    let settings = fingerprint.key_bytes();
+    hasher.update((settings.len() as u64).to_le_bytes());
+    hasher.update(&settings);
+    hasher.update(binary);
+    hasher.finalize().into()
+}
+
+/// The code tables of a compiled module: where everything is in the text.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CodeTables {
+    /// Each defined function's code.
+    pub functions: PrimaryMap<DefinedFuncIndex, FunctionLoc>,
+    /// Offset of each defined function's body in the original binary (for
+    /// backtraces).
+    pub func_body_offsets: PrimaryMap<DefinedFuncIndex, u32>,
+    /// One entry trampoline per type of the type section.
+    pub entry_trampolines: PrimaryMap<TypeIndex, FunctionLoc>,
+    /// Every trap site.
+    pub trap_sites: Vec<TrapSite>,
+    /// Native-to-Wasm offsets.
+    pub address_map: Vec<AddressMapEntry>,
+    /// Libcall slots to patch at load.
+    pub relocations: Vec<Relocation>,
+}
+
+/// A checked artifact, borrowing from its bytes.
+pub(crate) struct Parsed<'a> {
+    /// The module's binary without function bodies.
+    pub skeleton: &'a [u8],
+    /// The code tables, decoded but not yet checked against the text.
+    pub tables: CodeTables,
+    /// Where the text is in the artifact.
+    pub text: Range<usize>,
+}
+
+/// Writes an artifact. `text` must have its libcall slots in their
+/// unpatched state (the loader overwrites them).
+pub(crate) fn write(
+    fingerprint: &Fingerprint,
+    skeleton: &[u8],
+    tables: &CodeTables,
+    text: &[u8],
+) -> Vec<u8> {
+    let mut w = Writer(vec![0; HEADER_LEN]);
+    w.str(BUILD_ID);
+    w.str(&fingerprint.target);
+    w.settings(&fingerprint.settings);
+    w.bytes(skeleton);
+    w.u32(tables.functions.len() as u32);
+    for (index, loc) in tables.functions.iter() {
+        w.u32(loc.start);
+        w.u32(loc.len);
+        w.u32(tables.func_body_offsets[index]);
+    }
+    w.u32(tables.entry_trampolines.len() as u32);
+    for loc in tables.entry_trampolines.values() {
+        w.u32(loc.start);
+        w.u32(loc.len);
+    }
+    w.u32(tables.trap_sites.len() as u32);
+    for site in &tables.trap_sites {
+        w.u32(site.code_offset);
+        w.0.push(site.kind.to_u8());
+    }
+    w.u32(tables.address_map.len() as u32);
+    for entry in &tables.address_map {
+        w.u32(entry.code_offset);
+        w.u32(entry.wasm_offset);
+    }
+    w.u32(tables.relocations.len() as u32);
+    for reloc in &tables.relocations {
+        w.u32(reloc.offset);
+        w.0.push(reloc.target.to_u8());
+    }
+    w.u64(text.len() as u64);
+    let text_offset = w.0.len().next_multiple_of(fingerprint.text_alignment);
+    w.0.resize(text_offset, 0);
+    w.0.extend_from_slice(text);
+
+    let mut out = w.0;
+    let total = out.len() as u64;
+    let header = &mut out[..HEADER_LEN];
+    header[0..8].copy_from_slice(&MAGIC);
+    header[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    header[12..16].copy_from_slice(&0u32.to_le_bytes());
+    header[16..24].copy_from_slice(&total.to_le_bytes());
+    header[56..64].copy_from_slice(&(text_offset as u64).to_le_bytes());
+    let sum = checksum(&out);
+    out[CHECKSUM].copy_from_slice(&sum);
+    out
+}
+
+/// Where the checksum sits in the header.
+const CHECKSUM: Range<usize> = 24..56;
+
+/// SHA-256 of the whole artifact except the checksum field itself.
+fn checksum(bytes: &[u8]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(&bytes[..CHECKSUM.start]);
+    hasher.update(&bytes[CHECKSUM.end..]);
+    hasher.finalize().into()
+}
+
+/// Checks `bytes` as an artifact for an engine with `engine`'s fingerprint
+/// and decodes it.
+///
+/// # Errors
+///
+/// Anything that is not an intact artifact of this build for a compatible
+/// engine, with a message saying which check failed.
+pub(crate) fn parse<'a>(bytes: &'a [u8], engine: &Fingerprint) -> Result<Parsed<'a>> {
+    check_envelope(bytes)?;
+    let text_offset = u64::from_le_bytes(bytes[56..64].try_into().unwrap());
+    let mut r = Reader {
+        bytes,
+        pos: HEADER_LEN,
+    };
+    let build = r.str()?;
+    ensure!(
+        build == BUILD_ID,
+        "the precompiled module was built by a different build of this runtime \
+         (build {build}; this is build {BUILD_ID}): compile the module again"
+    );
+    let target = r.str()?;
+    ensure!(
+        target == engine.target,
+        "the precompiled module was compiled for target `{target}`, but this engine \
+         compiles for `{}`",
+        engine.target
+    );
+    let settings = r.settings()?;
+    check_settings(&settings, &engine.settings)
+        .context("the precompiled module is not compatible with this engine")?;
+
+    let skeleton = r.bytes()?;
+    let mut tables = CodeTables::default();
+    for _ in 0..r.count(12)? {
+        tables.functions.push(FunctionLoc {
+            start: r.u32()?,
+            len: r.u32()?,
+        });
+        tables.func_body_offsets.push(r.u32()?);
+    }
+    for _ in 0..r.count(8)? {
+        tables.entry_trampolines.push(FunctionLoc {
+            start: r.u32()?,
+            len: r.u32()?,
+        });
+    }
+    for _ in 0..r.count(5)? {
+        let code_offset = r.u32()?;
+        let byte = r.u8()?;
+        let kind = TrapSiteKind::from_u8(byte)
+            .with_context(|| format!("malformed artifact: unknown trap code {byte:#x}"))?;
+        tables.trap_sites.push(TrapSite { code_offset, kind });
+    }
+    for _ in 0..r.count(8)? {
+        tables.address_map.push(AddressMapEntry {
+            code_offset: r.u32()?,
+            wasm_offset: r.u32()?,
+        });
+    }
+    for _ in 0..r.count(5)? {
+        let offset = r.u32()?;
+        let byte = r.u8()?;
+        let target = HostLibcall::from_u8(byte)
+            .with_context(|| format!("malformed artifact: unknown libcall {byte:#x}"))?;
+        tables.relocations.push(Relocation { offset, target });
+    }
+    let text_len = r.u64()?;
+    ensure!(
+        text_offset >= r.pos as u64
+            && text_offset.checked_add(text_len) == Some(bytes.len() as u64),
+        "malformed artifact: the text does not end the file"
+    );
+    let text = text_offset as usize..bytes.len();
+    Ok(Parsed {
+        skeleton,
+        tables,
+        text,
+    })
+}
+
+/// Whether `bytes` begin like an artifact of this runtime (any version).
+pub(crate) fn looks_like_artifact(bytes: &[u8]) -> bool {
+    bytes.starts_with(&MAGIC)
+}
+
+/// Magic, version, length and checksum.
+fn check_envelope(bytes: &[u8]) -> Result<()> {
+    if !bytes.starts_with(&MAGIC) {
+        if bytes.starts_with(b"\0asm") {
+            bail!(
+                "the input is a WebAssembly binary, not a precompiled module: \
+                 compile it with `Module::new` (or precompile it with \
+                 `Engine::precompile_module`)"
+            );
+        }
+        if bytes.starts_with(b"\x7fELF") {
+            bail!(
+                "the input is an ELF file, such as an artifact of upstream Wasmtime; \
+                 this runtime only loads modules it precompiled itself"
+            );
+        }
+        bail!("the input is not a precompiled module (its first bytes are not `WMMUCWSM`)");
+    }
+    ensure!(
+        bytes.len() >= HEADER_LEN,
+        "the precompiled module is truncated: {} bytes, shorter than its header",
+        bytes.len()
+    );
+    let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+    ensure!(
+        version == FORMAT_VERSION,
+        "the precompiled module has format version {version}, but this runtime reads \
+         version {FORMAT_VERSION}: compile the module again"
+    );
+    let declared = u64::from_le_bytes(bytes[16..24].try_into().unwrap());
+    ensure!(
+        declared == bytes.len() as u64,
+        "the precompiled module is {} bytes long, but its header says {declared}: the \
+         file is truncated or has trailing bytes",
+        bytes.len()
+    );
+    ensure!(
+        bytes[12..16] == [0; 4],
+        "malformed artifact: reserved header bytes are set"
+    );
+    ensure!(
+        checksum(bytes)[..] == bytes[CHECKSUM],
+        "the precompiled module is corrupted: its SHA-256 checksum does not match"
+    );
+    Ok(())
+}
+
+/// Compares an artifact's settings with the loading engine's. Every
+/// setting must be equal, except that code compiled without a CPU feature
+/// (`isa.has_*` false) also runs where the engine has it.
+fn check_settings(artifact: &[(String, String)], engine: &[(String, String)]) -> Result<()> {
+    let recorded: HashMap<&str, &str> = artifact
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    for (key, ours) in engine {
+        let Some(&theirs) = recorded.get(key.as_str()) else {
+            bail!("the module was compiled without the setting `{key}`, which this engine has");
+        };
+        if theirs == ours {
+            continue;
+        }
+        let (kind, name) = key.split_once('.').unwrap_or(("", key));
+        let cpu_feature = kind == "isa" && name.starts_with("has_");
+        if cpu_feature && theirs == "false" && ours == "true" {
+            continue;
+        }
+        match kind {
+            "tunables" => bail!(
+                "the module was compiled with `{name}` = {theirs}, but this engine is \
+                 configured with {ours}"
+            ),
+            "wasm" => bail!(
+                "the module was compiled with the WebAssembly feature `{name}` {}, but this \
+                 engine has it {}",
+                on_off(theirs),
+                on_off(ours)
+            ),
+            "cranelift" => bail!(
+                "the module was compiled with the Cranelift setting `{name}` = {theirs}, but \
+                 this engine uses {ours}"
+            ),
+            "isa" if cpu_feature => bail!(
+                "the module was compiled for a CPU with `{name}`, which this engine's target \
+                 does not have (the host lacks it, or a Cranelift setting turned it off)"
+            ),
+            _ => bail!(
+                "the module was compiled with the target setting `{key}` = {theirs}, but this \
+                 engine uses {ours}"
+            ),
+        }
+    }
+    let ours: HashMap<&str, ()> = engine.iter().map(|(k, _)| (k.as_str(), ())).collect();
+    if let Some((key, _)) = artifact
+        .iter()
+        .find(|(k, _)| !ours.contains_key(k.as_str()))
+    {
+        bail!("the module was compiled with the setting `{key}`, which this engine does not know");
+    }
+    Ok(())
+}
+
+fn on_off(value: &str) -> &'static str {
+    if value == "true" {
+        "enabled"
+    } else {
+        "disabled"
+    }
+}
+
+/// The module binary with empty function bodies and only the `name`
+/// custom section: everything `ModuleTranslation` needs to rebuild the
+/// module's metadata, and nothing the compiled code already stands for.
+pub(crate) fn skeleton(binary: &[u8]) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(binary.len() / 8);
+    for payload in Parser::new(0).parse_all(binary) {
+        match payload? {
+            Payload::Version { range, .. } => out.extend_from_slice(&binary[range]),
+            Payload::CodeSectionStart { count, .. } => {
+                let mut body = Vec::with_capacity(5 + 3 * count as usize);
+                leb128_u32(&mut body, count);
+                for _ in 0..count {
+                    // Size 2: no local declarations, then `end`.
+                    body.extend_from_slice(&[2, 0, 0x0b]);
+                }
+                section(&mut out, 10, &body)?;
+            }
+            Payload::CustomSection(custom) if custom.name() != "name" => {}
+            other => {
+                if let Some((id, range)) = other.as_section() {
+                    section(&mut out, id, &binary[range])?;
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn section(out: &mut Vec<u8>, id: u8, contents: &[u8]) -> Result<()> {
+    out.push(id);
+    let len = u32::try_from(contents.len()).context("section larger than 4 GiB")?;
+    leb128_u32(out, len);
+    out.extend_from_slice(contents);
+    Ok(())
+}
+
+fn leb128_u32(out: &mut Vec<u8>, mut value: u32) {
+    loop {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+#[derive(Default)]
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        self.u64(b.len() as u64);
+        self.0.extend_from_slice(b);
+    }
+    fn str(&mut self, s: &str) {
+        self.bytes(s.as_bytes());
+    }
+    fn settings(&mut self, settings: &[(String, String)]) {
+        self.u32(settings.len() as u32);
+        for (k, v) in settings {
+            self.str(k);
+            self.str(v);
+        }
+    }
+}
+
+/// Bounds-checked little-endian reads; every failure is "malformed".
+struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|end| *end <= self.bytes.len())
+            .context("malformed artifact: a record runs past the end")?;
+        let out = &self.bytes[self.pos..end];
+        self.pos = end;
+        Ok(out)
+    }
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
+    }
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap()))
+    }
+    /// A record count, refused if that many records of `record_len` bytes
+    /// cannot fit in what is left (so that no count allocates for nothing).
+    fn count(&mut self, record_len: usize) -> Result<u32> {
+        let n = self.u32()?;
+        let left = self.bytes.len() - self.pos;
+        ensure!(
+            (n as usize).saturating_mul(record_len) <= left,
+            "malformed artifact: a table claims more entries than the file holds"
+        );
+        Ok(n)
+    }
+    fn bytes(&mut self) -> Result<&'a [u8]> {
+        let len = usize::try_from(self.u64()?).context("malformed artifact: huge record")?;
+        self.take(len)
+    }
+    fn str(&mut self) -> Result<&'a str> {
+        std::str::from_utf8(self.bytes()?).context("malformed artifact: a name is not UTF-8")
+    }
+    fn settings(&mut self) -> Result<Vec<(String, String)>> {
+        let n = self.count(16)?;
+        (0..n)
+            .map(|_| Ok((self.str()?.to_string(), self.str()?.to_string())))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fingerprint() -> Fingerprint {
+        Fingerprint {
+            target: "x86_64-unknown-linux-gnu".into(),
+            settings: vec![
+                ("tunables.epoch_interruption".into(), "false".into()),
+                ("wasm.simd".into(), "true".into()),
+                ("cranelift.opt_level".into(), "speed".into()),
+                ("isa.has_avx2".into(), "true".into()),
+                ("isa.has_sse41".into(), "false".into()),
+            ],
+            text_alignment: 4096,
+        }
+    }
+
+    fn tables() -> CodeTables {
+        let mut t = CodeTables::default();
+        t.functions.push(FunctionLoc { start: 0, len: 16 });
+        t.func_body_offsets.push(30);
+        t.entry_trampolines.push(FunctionLoc { start: 16, len: 8 });
+        t.trap_sites.push(TrapSite {
+            code_offset: 4,
+            kind: TrapSiteKind::MmuPoll,
+        });
+        t.address_map.push(AddressMapEntry {
+            code_offset: 0,
+            wasm_offset: 31,
+        });
+        t.relocations.push(Relocation {
+            offset: 8,
+            target: HostLibcall::CeilF64,
+        });
+        t
+    }
+
+    fn artifact() -> Vec<u8> {
+        write(&fingerprint(), b"\0asm\x01\0\0\0", &tables(), &[0xcc; 24])
+    }
+
+    /// Rewrites the checksum after a test edits the body, so that the check
+    /// behind the checksum is the one that fails.
+    fn reseal(bytes: &mut [u8]) {
+        let sum = checksum(bytes);
+        bytes[CHECKSUM].copy_from_slice(&sum);
+    }
+
+    fn err(bytes: &[u8], engine: &Fingerprint) -> String {
+        format!("{:#}", parse(bytes, engine).err().expect("must be refused"))
+    }
+
+    #[test]
+    fn round_trip() {
+        let bytes = artifact();
+        assert_eq!(parse(&bytes, &fingerprint()).unwrap().text.start % 4096, 0);
+        let parsed = parse(&bytes, &fingerprint()).unwrap();
+        assert_eq!(parsed.skeleton, b"\0asm\x01\0\0\0");
+        assert_eq!(&bytes[parsed.text.clone()], &[0xcc; 24]);
+        let t = parsed.tables;
+        let want = tables();
+        assert_eq!(
+            t.functions.values().collect::<Vec<_>>(),
+            want.functions.values().collect::<Vec<_>>()
+        );
+        assert_eq!(t.func_body_offsets[DefinedFuncIndex::from_u32(0)], 30);
+        assert_eq!(t.entry_trampolines.len(), 1);
+        assert_eq!(t.trap_sites, want.trap_sites);
+        assert_eq!(t.address_map, want.address_map);
+        assert_eq!(t.relocations, want.relocations);
+    }
+
+    #[test]
+    fn envelope_errors() {
+        let good = artifact();
+        let e = |b: &[u8]| err(b, &fingerprint());
+        assert!(e(b"\0asm\x01\0\0\0").contains("is a WebAssembly binary"));
+        assert!(e(b"\x7fELF\x02\x01\x01").contains("ELF"));
+        assert!(e(b"hello").contains("not a precompiled module"));
+        assert!(e(&good[..20]).contains("truncated"));
+        assert!(e(&good[..good.len() - 1]).contains("header says"));
+        let mut longer = good.clone();
+        longer.push(0);
+        assert!(e(&longer).contains("header says"));
+        let mut version = good.clone();
+        version[8] = 9;
+        assert!(e(&version).contains("format version 9"));
+        let mut flipped = good.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        assert!(e(&flipped).contains("checksum"));
+        let mut header_flip = good.clone();
+        header_flip[HEADER_LEN + 9] ^= 0x20;
+        assert!(e(&header_flip).contains("checksum"));
+    }
+
+    #[test]
+    fn every_byte_is_covered() {
+        // Flipping any single byte after the magic is refused, whatever it
+        // hits: header fields, metadata or code.
+        let good = artifact();
+        for i in 8..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x01;
+            assert!(parse(&bad, &fingerprint()).is_err(), "flip at {i} accepted");
+        }
+    }
+
+    #[test]
+    fn build_and_target_mismatch() {
+        let mut bytes = artifact();
+        // The build id is the first record of the body: length, then hex.
+        let first = HEADER_LEN + 8;
+        bytes[first] = if bytes[first] == b'0' { b'1' } else { b'0' };
+        reseal(&mut bytes);
+        assert!(err(&bytes, &fingerprint()).contains("different build"));
+
+        let mut other = fingerprint();
+        other.target = "aarch64-unknown-linux-gnu".into();
+        let msg = err(&artifact(), &other);
+        assert!(
+            msg.contains("compiled for target `x86_64-unknown-linux-gnu`"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn each_setting_kind_has_its_message() {
+        let bytes = artifact();
+        let with = |key: &str, value: &str| {
+            let mut f = fingerprint();
+            f.settings.iter_mut().find(|(k, _)| k == key).unwrap().1 = value.into();
+            err(&bytes, &f)
+        };
+        assert!(
+            with("tunables.epoch_interruption", "true").contains("`epoch_interruption` = false")
+        );
+        assert!(with("wasm.simd", "false").contains("WebAssembly feature `simd` enabled"));
+        assert!(with("cranelift.opt_level", "none").contains("Cranelift setting `opt_level`"));
+        assert!(with("isa.has_avx2", "false").contains("CPU with `has_avx2`"));
+        // Code compiled without SSE4.1 runs on an engine that has it.
+        let mut f = fingerprint();
+        f.settings
+            .iter_mut()
+            .find(|(k, _)| k == "isa.has_sse41")
+            .unwrap()
+            .1 = "true".into();
+        assert!(parse(&bytes, &f).is_ok());
+
+        let mut extra = fingerprint();
+        extra.settings.push(("wasm.threads".into(), "false".into()));
+        assert!(err(&bytes, &extra).contains("compiled without the setting `wasm.threads`"));
+        let mut fewer = fingerprint();
+        fewer.settings.retain(|(k, _)| k != "wasm.simd");
+        assert!(err(&bytes, &fewer).contains("does not know"));
+    }
+
+    #[test]
+    fn malformed_tables_are_refused_not_trusted() {
+        // A valid checksum over a nonsensical body (a table count far past
+        // the end) is an error, not an allocation or a panic.
+        let good = artifact();
+        let parsed = parse(&good, &fingerprint()).unwrap();
+        let skeleton_end =
+            parsed.skeleton.as_ptr() as usize - good.as_ptr() as usize + parsed.skeleton.len();
+        let mut bad = good.clone();
+        bad[skeleton_end..skeleton_end + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        reseal(&mut bad);
+        assert!(err(&bad, &fingerprint()).contains("more entries than the file holds"));
+    }
+
+    #[test]
+    fn skeleton_drops_bodies_and_custom_sections() {
+        let wasm = wat::parse_str(
+            r#"(module $m
+                 (memory 1)
+                 (data (i32.const 0) "hello")
+                 (func $f (export "f") (result i32) i32.const 42 i32.const 1 i32.add)
+                 (@custom "big" "0123456789"))"#,
+        )
+        .unwrap();
+        let s = skeleton(&wasm).unwrap();
+        assert!(s.len() < wasm.len());
+        assert!(!s.windows(3).any(|w| w == b"big"));
+        assert!(s.windows(5).any(|w| w == b"hello"));
+        let info = wasmtime_environ::ModuleTranslation::new(
+            wasmtime_environ::wasmparser::WasmFeatures::default(),
+            &s,
+        )
+        .unwrap()
+        .module;
+        assert_eq!(info.name.as_deref(), Some("m"));
+        assert_eq!(info.exports.len(), 1);
+        assert_eq!(info.num_defined_funcs(), 1);
+    }
+}
