@@ -9,7 +9,13 @@ fn wasmtime() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_wasmtime"));
     // Error output must not depend on the developer's environment.
     cmd.env_remove("RUST_BACKTRACE")
-        .env_remove("RUST_LIB_BACKTRACE");
+        .env_remove("RUST_LIB_BACKTRACE")
+        .env_remove("WASMTIME_LOG");
+    // Nor on the developer's compile cache and its configuration file: the
+    // default cache (on, as upstream) lives under the test target folder.
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    cmd.env("XDG_CACHE_HOME", tmp.join("cli-cache"))
+        .env("XDG_CONFIG_HOME", tmp.join("cli-config"));
     cmd
 }
 
@@ -446,7 +452,6 @@ fn unsupported_flags_are_named() {
         (&["-W", "simd,threads"][..], "-W threads"),
         (&["-O", "pooling-allocator"][..], "-O pooling-allocator"),
         (&["-C", "compiler=winch"][..], "-C compiler=winch"),
-        (&["-C", "cache"][..], "-C cache"),
         (&["-S", "http"][..], "-S http"),
         (&["-D", "coredump=x"][..], "-D coredump=x"),
     ] {
@@ -615,11 +620,171 @@ fn version_help_and_subcommands() {
     let o = run(&[]);
     assert_status(&o, 2);
 
-    let o = run(&["compile", "foo.wasm"]);
+    let o = run(&["objdump", "foo.cwasm"]);
     assert_status(&o, 1);
     assert!(
-        stderr(&o).contains("the `wasmtime compile` subcommand is not supported by this engine"),
+        stderr(&o).contains("the `wasmtime objdump` subcommand is not supported by this engine"),
         "{}",
         stderr(&o)
     );
+    let o = run(&["compile", "no-such-file.wasm"]);
+    assert_status(&o, 1);
+    assert!(
+        stderr(&o).contains("failed to read input file: no-such-file.wasm"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn compile_then_run_precompiled() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwasm = dir.path().join("invoke.cwasm");
+    let wat = guest("invoke.wat");
+    let o = run(&[
+        "compile",
+        wat.to_str().unwrap(),
+        "-o",
+        cwasm.to_str().unwrap(),
+    ]);
+    assert_status(&o, 0);
+    let c = cwasm.to_str().unwrap();
+    // As upstream, a precompiled module runs only when allowed.
+    let o = run(&["--invoke", "add", c, "1", "2"]);
+    assert_status(&o, 1);
+    assert!(
+        stderr(&o).contains("running a precompiled module requires the `--allow-precompiled` flag"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["--allow-precompiled", "--invoke", "add", c, "40", "2"]);
+    assert_status(&o, 0);
+    assert_eq!(stdout(&o), "42\n");
+    // Options that shape code must match the ones it was compiled with.
+    let o = run(&[
+        "-Oopt-level=0",
+        "--allow-precompiled",
+        "--invoke",
+        "add",
+        c,
+        "1",
+        "2",
+    ]);
+    assert_status(&o, 1);
+    assert!(
+        stderr(&o).contains("Cranelift setting `opt_level` = speed, but this engine uses none"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["compile", "-Oopt-level=0", wat.to_str().unwrap(), "-o", c]);
+    assert_status(&o, 0);
+    let o = run(&[
+        "-Oopt-level=0",
+        "--allow-precompiled",
+        "--invoke",
+        "add",
+        c,
+        "1",
+        "2",
+    ]);
+    assert_status(&o, 0);
+    assert_eq!(stdout(&o), "3\n");
+    // Without `-o`, the output is named after the input, in the current
+    // directory; compiling an artifact again is refused.
+    let o = run_with(
+        wasmtime()
+            .current_dir(dir.path())
+            .args(["compile", wat.to_str().unwrap()]),
+    );
+    assert_status(&o, 0);
+    assert!(dir.path().join("invoke.cwasm").exists());
+    let o = run(&["compile", c]);
+    assert_status(&o, 1);
+    assert!(
+        stderr(&o).contains("already a precompiled module"),
+        "{}",
+        stderr(&o)
+    );
+    // Damage is reported, not run.
+    let mut bytes = std::fs::read(&cwasm).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&cwasm, &bytes).unwrap();
+    let o = run(&[
+        "-Oopt-level=0",
+        "--allow-precompiled",
+        "--invoke",
+        "add",
+        c,
+        "1",
+        "2",
+    ]);
+    assert_status(&o, 1);
+    assert!(stderr(&o).contains("corrupted"), "{}", stderr(&o));
+}
+
+#[test]
+fn compile_cache_is_used_and_configurable() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("cache.toml");
+    let cache_dir = dir.path().join("cache");
+    std::fs::write(
+        &config,
+        format!("[cache]\ndirectory = {:?}\n", cache_dir.to_str().unwrap()),
+    )
+    .unwrap();
+    let cfg = format!("cache-config={}", config.display());
+    let wat = guest("invoke.wat");
+    let w = wat.to_str().unwrap();
+    let logged =
+        |args: &[&str]| run_with(wasmtime().env("WASMTIME_LOG", "wasmtime=debug").args(args));
+    let o = logged(&["-C", &cfg, "--invoke", "add", w, "1", "2"]);
+    assert_status(&o, 0);
+    assert!(stderr(&o).contains("compile cache miss"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("compile cache stored"),
+        "{}",
+        stderr(&o)
+    );
+    let o = logged(&["-C", &cfg, "--invoke", "add", w, "1", "2"]);
+    assert_status(&o, 0);
+    assert_eq!(stdout(&o), "3\n");
+    assert!(stderr(&o).contains("compile cache hit"), "{}", stderr(&o));
+    let entries = std::fs::read_dir(cache_dir.join("modules"))
+        .unwrap()
+        .count();
+    assert_eq!(entries, 1);
+    // `-C cache=n` neither reads nor writes it.
+    let o = logged(&["-C", &cfg, "-C", "cache=n", "--invoke", "add", w, "1", "2"]);
+    assert_status(&o, 0);
+    assert!(!stderr(&o).contains("compile cache"), "{}", stderr(&o));
+    // A bad configuration file is an error that names it.
+    std::fs::write(&config, "[cache]\nno-such-key = \"1\"\n").unwrap();
+    let o = run(&["-C", &cfg, "--invoke", "add", w, "1", "2"]);
+    assert_status(&o, 1);
+    assert!(stderr(&o).contains("no-such-key"), "{}", stderr(&o));
+    // Two processes compiling one module at once both succeed.
+    std::fs::write(
+        &config,
+        format!(
+            "[cache]\ndirectory = {:?}\n",
+            dir.path().join("fresh").to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let spawn = || {
+        wasmtime()
+            .args(["-C", &cfg, "--invoke", "add", w, "2", "2"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    for child in [a, b] {
+        let o = child.wait_with_output().unwrap();
+        assert_status(&o, 0);
+        assert_eq!(stdout(&o), "4\n");
+    }
 }

@@ -31,7 +31,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Longest a single module may run.
@@ -69,6 +69,37 @@ fn extra_flags() -> Vec<String> {
         .collect()
 }
 
+/// Whether each module is first compiled with `wasmtime compile` and the
+/// `.cwasm` run with `--allow-precompiled` (the `sightglass_artifacts`
+/// test), instead of running the `.wasm`.
+static VIA_ARTIFACT: AtomicBool = AtomicBool::new(false);
+
+/// Compiles `wasm` to a `.cwasm` in the temporary directory with the same
+/// engine flags the run uses; the file goes away with the result.
+fn precompile(wasm: &Path, case: &Case) -> Result<CwasmFile, String> {
+    let name = case.path.replace(['/', '\\'], "_");
+    let cwasm = CwasmFile(std::env::temp_dir().join(format!(
+        "wasmtime-mmu-sightglass-{}-{name}.cwasm",
+        std::process::id()
+    )));
+    let output = Command::new(env!("CARGO_BIN_EXE_wasmtime"))
+        .env_clear()
+        .args(["compile", "-Ccache=n"])
+        .args(extra_flags())
+        .arg("-o")
+        .arg(&cwasm.0)
+        .arg(wasm)
+        .output()
+        .map_err(|e| format!("cannot spawn wasmtime compile: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "wasmtime compile failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(cwasm)
+}
+
 fn run_case(root: &Path, stub: &Path, case: &Case) -> Outcome {
     if let Some(reason) = skip_reason(&case.entry) {
         return Outcome::Skipped(reason);
@@ -78,13 +109,25 @@ fn run_case(root: &Path, stub: &Path, case: &Case) -> Outcome {
         return Outcome::Failed(format!("bad path {}", case.path));
     };
     let started = Instant::now();
+    let (module, precompiled) = if VIA_ARTIFACT.load(Ordering::Relaxed) {
+        match precompile(&wasm, case) {
+            Ok(cwasm) => (cwasm.0.clone().into_os_string(), Some(cwasm)),
+            Err(e) => return Outcome::Failed(e),
+        }
+    } else {
+        (file.to_os_string(), None)
+    };
+    // The environment is cleared, so there is no home directory for the
+    // default compile cache: say that it is off rather than have the
+    // runtime warn about it on stderr, which is compared.
     let child = Command::new(env!("CARGO_BIN_EXE_wasmtime"))
         .current_dir(dir)
         .env_clear()
-        .args(["run", "--dir", ".::.", "--preload"])
+        .args(["run", "-Ccache=n", "--dir", ".::.", "--preload"])
         .arg(format!("bench={}", stub.display()))
         .args(extra_flags())
-        .arg(file)
+        .args(precompiled.as_ref().map(|_| "--allow-precompiled"))
+        .arg(&module)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -93,7 +136,9 @@ fn run_case(root: &Path, stub: &Path, case: &Case) -> Outcome {
         Ok(c) => c,
         Err(e) => return Outcome::Failed(format!("cannot spawn wasmtime: {e}")),
     };
-    let output = match wait_with_timeout(child, TIMEOUT) {
+    let output = wait_with_timeout(child, TIMEOUT);
+    drop(precompiled);
+    let output = match output {
         Ok(o) => o,
         Err(e) => return Outcome::Failed(e),
     };
@@ -125,6 +170,15 @@ fn run_case(root: &Path, stub: &Path, case: &Case) -> Outcome {
         format!("{} match", checked.join(" and "))
     };
     Outcome::Passed(format!("{what}, {:.2}s", elapsed.as_secs_f64()))
+}
+
+/// Deletes a case's `.cwasm` when dropped.
+struct CwasmFile(PathBuf);
+
+impl Drop for CwasmFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 fn wait_with_timeout(
@@ -165,6 +219,18 @@ fn wait_with_timeout(
 }
 
 fn main() {
+    run(false)
+}
+
+/// Runs the suite; with `via_artifact`, through `.cwasm` files (see
+/// [`VIA_ARTIFACT`]).
+pub fn run(via_artifact: bool) {
+    VIA_ARTIFACT.store(via_artifact, Ordering::Relaxed);
+    let label = if via_artifact {
+        "sightglass via artifacts"
+    } else {
+        "sightglass"
+    };
     let root = benchmarks_dir();
     let manifest_path = root.join("manifest.json");
     let manifest = match std::fs::read_to_string(&manifest_path) {
@@ -174,7 +240,7 @@ fn main() {
                 "sightglass: skipping: no benchmarks at {} ({e}); set SIGHTGLASS_BENCHMARKS to a Sightglass benchmarks folder with manifest.json",
                 root.display()
             );
-            println!("sightglass: 0 passed, 0 failed, 0 skipped");
+            println!("{label}: 0 passed, 0 failed, 0 skipped");
             return;
         }
     };
@@ -271,7 +337,7 @@ fn main() {
     if !failures.is_empty() {
         println!("\nfailures:\n{}", failures.join("\n"));
     }
-    println!("sightglass: {passed} passed, {failed} failed, {skipped} skipped");
+    println!("{label}: {passed} passed, {failed} failed, {skipped} skipped");
     if failed > 0 {
         std::process::exit(1);
     }

@@ -1,9 +1,11 @@
 //! The `wasmtime` command-line tool, spelled like upstream Wasmtime 48's.
 //!
 //! `wasmtime [run] [OPTIONS] <WASM> [ARGS]...` compiles a core WebAssembly
-//! module (binary or text), links WASI preview1 (and preview0) and the
+//! module (binary or text; with `--allow-precompiled`, a `.cwasm` from
+//! `wasmtime compile`), links WASI preview1 (and preview0) and the
 //! modules given with `--preload`, instantiates it and runs its `_start`
-//! (or the function named by `--invoke`). Exit status, as upstream: the
+//! (or the function named by `--invoke`). Compiled code is cached as
+//! upstream's is (`-C cache=y|n`, `-C cache-config=FILE`). Exit status, as upstream: the
 //! guest's `proc_exit` code; 134 (128 + `SIGABRT`) after a trap, with the
 //! error on stderr; 1 for any other error; 2 for a command-line error.
 //!
@@ -12,6 +14,7 @@
 
 #![deny(missing_docs)]
 
+pub mod compile;
 pub mod opts;
 pub mod run;
 
@@ -75,8 +78,8 @@ enum Subcommand {
     Run(run::RunCommand),
     /// Controls Wasmtime configuration settings (not supported by this engine)
     Config(Unsupported),
-    /// Compiles a WebAssembly module (not supported by this engine)
-    Compile(Unsupported),
+    /// Compiles a WebAssembly module
+    Compile(compile::CompileCommand),
     /// Explore the compilation of a WebAssembly module to native code (not
     /// supported by this engine)
     Explore(Unsupported),
@@ -106,7 +109,7 @@ impl Wasmtime {
         let name = match self.subcommand.unwrap_or(Subcommand::Run(self.run)) {
             Subcommand::Run(c) => return c.execute(),
             Subcommand::Config(_) => "config",
-            Subcommand::Compile(_) => "compile",
+            Subcommand::Compile(c) => return c.execute(),
             Subcommand::Explore(_) => "explore",
             Subcommand::Serve(_) => "serve",
             Subcommand::Settings(_) => "settings",
@@ -168,6 +171,18 @@ fn report(error: &anyhow::Error) -> i32 {
     }
 }
 
+/// Sends the runtime's `log` records to stderr: those at `warn` and above
+/// by default (a compile cache that cannot be written, say), more with
+/// `WASMTIME_LOG` (upstream's variable; `env_logger` syntax, e.g.
+/// `WASMTIME_LOG=debug` or `WASMTIME_LOG=wasmtime=debug`).
+fn init_logging() {
+    // A second call (tests run `main` repeatedly) finds a logger in place.
+    let _ = env_logger::Builder::new()
+        .parse_env(env_logger::Env::new().filter_or("WASMTIME_LOG", "warn"))
+        .format_timestamp(None)
+        .try_init();
+}
+
 /// Runs the `wasmtime` command line `args` (the first item is the program
 /// name) and returns the process exit status. Output goes to this process's
 /// stdout and stderr.
@@ -176,6 +191,7 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
+    init_logging();
     let code = match Wasmtime::try_parse_from(args) {
         Ok(cli) => match cli.execute() {
             Ok(()) => 0,
@@ -252,8 +268,8 @@ mod tests {
 
     #[test]
     fn unsupported_subcommand() {
-        let w = parse(&["compile", "foo.wasm", "-o", "x"]).unwrap();
+        let w = parse(&["objdump", "foo.cwasm"]).unwrap();
         let e = w.execute().unwrap_err();
-        assert!(e.to_string().contains("`wasmtime compile`"), "{e}");
+        assert!(e.to_string().contains("`wasmtime objdump`"), "{e}");
     }
 }

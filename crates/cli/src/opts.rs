@@ -189,8 +189,8 @@ const CODEGEN: &[Desc] = &[
     d("compiler", Compiler, Yes, "The compiler: only `cranelift` here (`winch` is not supported)."),
     d("collector", Text, No, "Which garbage collector to use (GC is not supported)."),
     d("cranelift-debug-verifier", Bool, Yes, "Enable Cranelift's internal debug verifier (expensive)"),
-    d("cache", Bool, OffOnly, "Whether or not to enable caching of compiled modules (not supported: only `n`)."),
-    d("cache-config", Text, No, "Configuration for compiled module caching."),
+    d("cache", Bool, Yes, "Whether or not to enable caching of compiled modules."),
+    d("cache-config", Text, Yes, "Configuration for compiled module caching."),
     d("parallel-compilation", Bool, Yes, "Whether or not to enable parallel compilation of modules."),
     d("native-unwind-info", Bool, No, "Whether native unwind information is present in compiled code."),
     d("inlining", Text, No, "Whether to perform function inlining during compilation."),
@@ -670,7 +670,7 @@ mod tests {
         assert!(parse_group(Group::Wasm, "gc=y").is_err());
         assert!(parse_group(Group::Optimize, "pooling-total-memories=10").is_err());
         assert_eq!(one(Group::Codegen, "cache=n").value, Value::Bool(false));
-        assert!(parse_group(Group::Codegen, "cache").is_err());
+        assert_eq!(one(Group::Codegen, "cache").value, Value::Bool(true));
         assert!(parse_group(Group::Codegen, "compiler=winch").is_err());
         assert!(parse_group(Group::Codegen, "compiler=cranelift").is_ok());
         assert!(parse_group(Group::Optimize, "signals-based-traps=n").is_err());

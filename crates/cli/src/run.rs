@@ -51,9 +51,10 @@ fn parse_dirs(s: &str) -> Result<(String, String)> {
     Ok((host.into(), guest.into()))
 }
 
-/// Runs a WebAssembly module
+/// The option groups and settings that decide the engine's configuration,
+/// shared by `run` and `compile`.
 #[derive(clap::Args, Debug)]
-pub struct RunCommand {
+pub struct CommonOptions {
     /// Optimization and tuning related options for wasm performance, `-O help` to
     /// see all.
     #[arg(short = 'O', long = "optimize", value_name = "KEY[=VAL[,..]]", value_parser = optimize_parser())]
@@ -90,9 +91,16 @@ pub struct RunCommand {
     /// engine).
     #[arg(long = "config", value_name = "FILE")]
     config: Option<PathBuf>,
+}
+
+/// Runs a WebAssembly module
+#[derive(clap::Args, Debug)]
+pub struct RunCommand {
+    #[command(flatten)]
+    common: CommonOptions,
 
     /// Allow executing precompiled WebAssembly modules as `*.cwasm` files
-    /// (this engine runs no precompiled modules).
+    /// (written by `wasmtime compile` of this engine).
     #[arg(long = "allow-precompiled")]
     allow_precompiled: bool,
 
@@ -156,8 +164,8 @@ pub struct RunCommand {
 }
 
 /// What the option groups resolve to.
-struct Resolved {
-    config: Config,
+pub(crate) struct Resolved {
+    pub(crate) config: Config,
     limits: StoreLimits,
     fuel: Option<u64>,
     timeout: Option<Duration>,
@@ -232,7 +240,7 @@ pub struct Host {
     limits: StoreLimits,
 }
 
-impl RunCommand {
+impl CommonOptions {
     fn settings(&self) -> impl Iterator<Item = &Setting> {
         [
             &self.opts_raw,
@@ -249,15 +257,12 @@ impl RunCommand {
 
     /// Applies the option groups, in command-line order within each group,
     /// to a fresh [`Config`] and run settings.
-    fn resolve(&self) -> Result<Resolved> {
+    pub(crate) fn resolve(&self) -> Result<Resolved> {
         if let Some(path) = &self.config {
             bail!(
                 "unsupported: --config {} (TOML configuration files) is not supported by this engine",
                 path.display()
             );
-        }
-        if let Some(profile) = &self.profile {
-            bail!("unsupported: --profile={profile} is not supported by this engine");
         }
         if let Some(target) = &self.target {
             let host = target_lexicon::HOST.to_string();
@@ -298,6 +303,8 @@ impl RunCommand {
                 .wasm_extended_const(enable);
         }
         let mut guard_size = None;
+        let mut cache = None;
+        let mut cache_config = None;
         for s in self.settings() {
             let on = expect_bool(&s.value);
             match (s.group, s.name) {
@@ -349,6 +356,12 @@ impl RunCommand {
                 }
                 (Group::Codegen, "cranelift-debug-verifier") => {
                     config.cranelift_debug_verifier(on);
+                }
+                (Group::Codegen, "cache") => cache = Some(on),
+                (Group::Codegen, "cache-config") => {
+                    if let Value::Text(path) = &s.value {
+                        cache_config = Some(PathBuf::from(path));
+                    }
                 }
                 (Group::Codegen, "parallel-compilation") => {
                     config.parallel_compilation(on);
@@ -455,6 +468,26 @@ impl RunCommand {
         if let Some(size) = guard_size {
             config.memory_guard_size(size);
         }
+        // As upstream, the cache is on unless `-C cache=n`; without
+        // `-C cache-config` the default configuration file is read if there
+        // is one. A cache the user asked for must work; the default one may
+        // be impossible (no home directory to put it in), and then the run
+        // goes on without it, saying so.
+        if cache != Some(false) {
+            match wasmtime::Cache::from_file(cache_config.as_deref()) {
+                Ok(cache) => {
+                    config.cache(Some(cache));
+                }
+                Err(e) if cache.is_none() && cache_config.is_none() => {
+                    log::warn!("compile cache disabled: {e:#}");
+                }
+                Err(e) => {
+                    return Err(e.context(
+                        "failed to set up the compile cache (`-C cache=n` turns it off)",
+                    ));
+                }
+            }
+        }
         r.limits = limits.build();
         if r.wasi.cli.is_some() && r.wasi.common.is_some() {
             bail!("The -Scommon option should not be use with -Scli as it is a deprecated alias");
@@ -470,7 +503,9 @@ impl RunCommand {
         r.config = config;
         Ok(r)
     }
+}
 
+impl RunCommand {
     /// Executes the command.
     ///
     /// # Errors
@@ -480,7 +515,10 @@ impl RunCommand {
     /// downcasts to [`wasmtime_mmu_wasi::I32Exit`], a trap as one that
     /// downcasts to [`wasmtime::Trap`].
     pub fn execute(self) -> Result<()> {
-        let resolved = self.resolve()?;
+        if let Some(profile) = &self.profile {
+            bail!("unsupported: --profile={profile} is not supported by this engine");
+        }
+        let resolved = self.common.resolve()?;
         let engine = Engine::new(&resolved.config)?;
         let main = self.load_module(&engine, Path::new(&self.module_and_args[0]))?;
 
@@ -626,35 +664,22 @@ impl RunCommand {
         };
         let bytes =
             std::fs::read(path).with_context(|| format!("failed to open wasm module {path:?}"))?;
-        if bytes.starts_with(b"\x7fELF") {
+        if engine.detect_precompiled(&bytes).is_some() {
             if !self.allow_precompiled {
                 bail!("running a precompiled module requires the `--allow-precompiled` flag");
             }
-            bail!(
-                "unsupported: `{}` is a precompiled module; this engine does not run precompiled modules",
-                path.display()
-            );
-        }
-        // Components have version 0x0d and layer 1 where core modules have
-        // version 1 and layer 0.
-        if bytes.starts_with(b"\0asm") && bytes.get(6..8) == Some(&[1, 0]) {
-            bail!(
-                "unsupported: `{}` is a WebAssembly component; this engine runs core modules only",
-                path.display()
-            );
-        }
-        let binary = if bytes.starts_with(b"\0asm") {
-            bytes
-        } else {
-            match wat::parse_bytes(&bytes) {
-                Ok(b) => b.into_owned(),
-                Err(mut e) => {
-                    e.set_path(path);
-                    return Err(e.into());
-                }
+            if path == Path::new("/dev/stdin") {
+                // SAFETY: with `--allow-precompiled` the user vouches for
+                // the code, as upstream.
+                return unsafe { Module::deserialize(engine, &bytes) };
             }
-        };
-        Module::from_binary(engine, &binary)
+            // SAFETY: with `--allow-precompiled` the user vouches for the
+            // code, as upstream; that nothing rewrites the file while this
+            // process runs is part of that trust (the compile cache, the one
+            // writer this tool has, only ever renames new files into place).
+            return unsafe { Module::deserialize_file(engine, path) };
+        }
+        Module::from_binary(engine, &core_wasm_binary(path, bytes)?)
     }
 
     fn compute_argv(&self) -> Result<Vec<String>> {
@@ -723,6 +748,37 @@ impl RunCommand {
             builder.preopened_dir(host, guest, FsPerms::ReadWrite)?;
         }
         builder.try_build()
+    }
+}
+
+/// The WebAssembly binary in `bytes`, read from `path`: a core module's
+/// binary as it is, or the text format translated. ELF files (upstream
+/// Wasmtime's precompiled modules) and components are refused by name.
+pub(crate) fn core_wasm_binary(path: &Path, bytes: Vec<u8>) -> Result<Vec<u8>> {
+    if bytes.starts_with(b"\x7fELF") {
+        bail!(
+            "unsupported: `{}` is an ELF file, such as a module precompiled by upstream \
+             Wasmtime; this engine only runs modules that it precompiled itself",
+            path.display()
+        );
+    }
+    // Components have version 0x0d and layer 1 where core modules have
+    // version 1 and layer 0.
+    if bytes.starts_with(b"\0asm") && bytes.get(6..8) == Some(&[1, 0]) {
+        bail!(
+            "unsupported: `{}` is a WebAssembly component; this engine runs core modules only",
+            path.display()
+        );
+    }
+    if bytes.starts_with(b"\0asm") {
+        return Ok(bytes);
+    }
+    match wat::parse_bytes(&bytes) {
+        Ok(b) => Ok(b.into_owned()),
+        Err(mut e) => {
+            e.set_path(path);
+            Err(e.into())
+        }
     }
 }
 

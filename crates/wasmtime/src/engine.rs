@@ -183,7 +183,9 @@ impl Engine {
     pub fn precompile_module(&self, bytes: &[u8]) -> Result<Vec<u8>> {
         #[cfg(feature = "wat")]
         let bytes = wat::parse_bytes(bytes)?;
-        crate::Module::from_binary(self, &bytes)?.serialize()
+        // The cache is for compiles that run; an artifact written out is
+        // the caller's to keep.
+        crate::Module::compile(self, &bytes)?.serialize()
     }
 
     /// Whether `bytes` look like a precompiled artifact of this runtime

@@ -125,6 +125,9 @@ pub use anyhow;
 /// Not subject to semver: the version may change in any release.
 pub use wasmparser;
 
+#[doc(hidden)]
+pub use crate::runtime::artifact::reseal_for_fuzzing as __reseal_artifact_for_fuzzing;
+
 fn _assert_send_and_sync<T: Send + Sync>() {}
 
 fn _assertions_lib() {

@@ -51,6 +51,18 @@ pub(crate) struct ModuleInner {
     relocations: Box<[Relocation]>,
 }
 
+/// Compiling entry points refuse precompiled artifacts by name instead of
+/// failing to parse them as WebAssembly.
+fn refuse_artifact(bytes: &[u8]) -> Result<()> {
+    if artifact::looks_like_artifact(bytes) {
+        bail!(
+            "the input is a precompiled module: load it with `Module::deserialize` \
+             (it is only accepted as trusted code)"
+        );
+    }
+    Ok(())
+}
+
 impl fmt::Debug for Module {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Module")
@@ -72,6 +84,7 @@ impl Module {
     /// construct this runtime does not support, or fails to compile.
     pub fn new(engine: &Engine, bytes: impl AsRef<[u8]>) -> Result<Module> {
         let bytes = bytes.as_ref();
+        refuse_artifact(bytes)?;
         #[cfg(feature = "wat")]
         let bytes = wat::parse_bytes(bytes)?;
         Module::from_binary(engine, &bytes)
@@ -88,6 +101,7 @@ impl Module {
         let file = file.as_ref();
         let bytes = std::fs::read(file)
             .with_context(|| format!("failed to read input file: {}", file.display()))?;
+        refuse_artifact(&bytes)?;
         #[cfg(feature = "wat")]
         let bytes = match wat::parse_bytes(&bytes) {
             Ok(b) => b.into_owned(),
@@ -108,12 +122,7 @@ impl Module {
     /// configuration, uses a construct this runtime does not support, or
     /// fails to compile.
     pub fn from_binary(engine: &Engine, binary: &[u8]) -> Result<Module> {
-        if artifact::looks_like_artifact(binary) {
-            bail!(
-                "the input is a precompiled module: load it with `Module::deserialize` \
-                 (it is only accepted as trusted code)"
-            );
-        }
+        refuse_artifact(binary)?;
         match &engine.config().cache {
             Some(cache) => Module::compile_cached(engine, cache, binary),
             None => Module::compile(engine, binary),

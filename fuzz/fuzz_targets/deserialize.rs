@@ -1,0 +1,97 @@
+//! Damaged precompiled modules: a module (from `wasm-smith` or the seed
+//! corpus, as for `differential`) is compiled and serialized, then the rest
+//! of the input edits the artifact: byte flips, a truncation, an appended
+//! tail, and, half of the time, a fresh checksum so that the edit reaches
+//! the checks behind it. `Module::deserialize` must then return `Err` or a
+//! module, never panic or crash. An unedited artifact must load and have
+//! the original's exports; an artifact whose edits all fell in the machine
+//! code may load (the code is trusted by contract) but is never run.
+
+#![no_main]
+
+use arbitrary::Unstructured;
+use libfuzzer_sys::fuzz_target;
+use wasmtime_mmu_fuzz::config::{Epochs, Fuel, MemoryKnobs, Mmu, OptLevel, OursConfig};
+use wasmtime_mmu_fuzz::engines::{ours_compile, ours_engine};
+use wasmtime_mmu_fuzz::generate::{Purpose, module_and_rest};
+use wasmtime_mmu_fuzz::stats;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((wasm, mut u)) = module_and_rest(data, Purpose::Differential) else {
+        stats::exec_done();
+        return;
+    };
+    let engine = ours_engine(&OursConfig {
+        opt_level: OptLevel::Speed,
+        memory: MemoryKnobs {
+            reservation: 4 << 30,
+            guard: 32 << 20,
+            reservation_for_growth: 2 << 30,
+            may_move: true,
+            guard_before: true,
+        },
+        epochs: Epochs::Off,
+        fuel: Fuel::Off,
+        asynchronous: false,
+        mmu: Mmu::Off,
+        mmu_mode: wasmtime::MmuInterruptionMode::Mprotect,
+    });
+    let Some(Ok(module)) = ours_compile(&engine, &wasm) else {
+        stats::exec_done();
+        return;
+    };
+    let original = module.serialize().expect("a compiled module serializes");
+    let mut artifact = original.clone();
+    let _ = edit(&mut u, &mut artifact);
+    // SAFETY: the code in the artifact is never run: a loaded module is
+    // only inspected and dropped. What is checked is that loading itself
+    // never trusts the damaged envelope.
+    let loaded = unsafe { wasmtime::Module::deserialize(&engine, &artifact) };
+    match loaded {
+        Ok(loaded) => {
+            if artifact == original {
+                stats::bump("unedited_loaded");
+                let names = |m: &wasmtime::Module| {
+                    m.exports()
+                        .map(|e| e.name().to_string())
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(names(&loaded), names(&module));
+            } else {
+                stats::bump("edited_loaded");
+            }
+        }
+        Err(e) => {
+            assert!(
+                artifact != original,
+                "an unedited artifact was refused: {e:#}"
+            );
+            stats::bump("refused");
+        }
+    }
+    stats::exec_done();
+});
+
+/// Applies the edits the input asks for.
+fn edit(u: &mut Unstructured<'_>, artifact: &mut Vec<u8>) -> arbitrary::Result<()> {
+    let flips = u.int_in_range(0..=8u8)?;
+    for _ in 0..flips {
+        if artifact.is_empty() {
+            break;
+        }
+        let at = u.choose_index(artifact.len())?;
+        artifact[at] ^= u.int_in_range(1..=255u8)?;
+    }
+    if u.ratio(1, 8)? {
+        let len = u.choose_index(artifact.len() + 1)?;
+        artifact.truncate(len);
+    }
+    if u.ratio(1, 16)? {
+        let tail: Vec<u8> = u.arbitrary()?;
+        artifact.extend_from_slice(&tail);
+    }
+    if u.arbitrary::<bool>()? {
+        wasmtime::__reseal_artifact_for_fuzzing(artifact);
+    }
+    Ok(())
+}
