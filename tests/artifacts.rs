@@ -170,6 +170,8 @@ fn detection_and_wrong_inputs() {
     assert!(e.contains("is a WebAssembly binary"), "{e}");
     let e = err(Module::new(&engine, &bytes));
     assert!(e.contains("Module::deserialize"), "{e}");
+    let e = format!("{:#}", engine.precompile_module(&bytes).unwrap_err());
+    assert!(e.contains("Module::deserialize"), "{e}");
     let e = err(unsafe { Module::deserialize(&engine, &bytes[..bytes.len() / 2]) });
     assert!(e.contains("truncated"), "{e}");
     let e = err(unsafe { Module::deserialize(&engine, &bytes[..10]) });
@@ -208,10 +210,13 @@ fn mismatch(compile: impl Fn(&mut Config), load: impl Fn(&mut Config)) -> String
     }
 }
 
+/// A change to a `Config`.
+type Setting = Box<dyn Fn(&mut Config)>;
+
 #[test]
 fn each_code_shaping_setting_is_checked() {
     let none = |_: &mut Config| {};
-    let cases: Vec<(&str, Box<dyn Fn(&mut Config)>, &str)> = vec![
+    let cases: Vec<(&str, Setting, &str)> = vec![
         (
             "epochs",
             Box::new(|c: &mut Config| {

@@ -8,6 +8,8 @@
 //! cargo run --release -p wasmtime-mmu-benches -- sightglass [--benchmarks DIR] [--runs N] [--quick] [--filter NAME[,NAME...]] [--mode plain|epochs|fuel|mmu|all] [--arming mprotect|swap] [--engine ours|upstream[:MODE]] [--list] [--trace]
 //! cargo run --release -p wasmtime-mmu-benches -- mmu-roundtrip [--runs N] [--arming mprotect|swap|both]
 //! cargo run --release -p wasmtime-mmu-benches -- mmu-load [--workers N] [--runs N] [--quick] [--arming mprotect|swap|both]
+//! cargo run --release -p wasmtime-mmu-benches -- cache-run --upstream-cli PATH [--runs N] [--programs N]
+//! cargo run --release -p wasmtime-mmu-benches -- load [--runs N] [--module FILE.wasm]...
 //! ```
 //!
 //! Modes (`--mode`, see [`modes`]): `plain` (the default of `kernels` and
@@ -27,7 +29,12 @@
 //! is busy: delivery latency (against `benches/probe/mmu_load.c`) and the
 //! throughput that time slicing costs, for epochs and both MMU arming
 //! mechanisms.
+//!
+//! `cache-run` and `load` (see [`artifacts`]) measure precompiled modules:
+//! whole `wasmtime run` processes with warm compile caches against
+//! upstream's command-line tool, and loading an artifact against compiling.
 
+mod artifacts;
 mod interrupt;
 mod kernels;
 mod load;
@@ -50,13 +57,18 @@ usage: bench kernels [--runs N] [--filter NAME[,NAME...]] [--mode MODE]
                         [--mode MODE] [--engine ours|upstream[:MODE]] [--list] [--trace]
        bench mmu-roundtrip [--runs N] [--arming mprotect|swap|both]
        bench mmu-load [--workers N] [--runs N] [--quick] [--arming mprotect|swap|both]
+       bench cache-run --upstream-cli PATH [--runs N] [--programs N] [--filter NAME[,NAME...]]
+       bench load [--runs N] [--module FILE.wasm]...
 MODE: plain, epochs, fuel, mmu (ours with MMU polls, set against upstream's epochs,
       which it measures too) or all (the default of interrupt-overhead)
 --engine E:MODE: only engine E in only that mode (plain, epoch, fuel or mmu)
 --runs: timed runs per configuration (mmu-roundtrip: rounds of 10,000 events; mmu-load: rounds)
 --arming: the MMU arming mechanisms to measure (default both; mmu-load measures epochs besides;
           kernels, interrupt-overhead and sightglass: how `mmu` arms, one of them, default swap)
---workers: mmu-load's busy worker threads (default: the number of CPUs)";
+--workers: mmu-load's busy worker threads (default: the number of CPUs)
+--upstream-cli: upstream Wasmtime 48's `wasmtime` binary, for cache-run
+--programs: cache-run's count of programs, the largest first (default 8)
+--module: a module for load (repeatable; default sqlite3 and the largest Sightglass program)";
 
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
@@ -92,9 +104,11 @@ fn main() -> Result<()> {
         "sightglass" => sightglass::run(&options),
         "mmu-roundtrip" => roundtrip::run(&options),
         "mmu-load" => load::run(&options),
+        "cache-run" => artifacts::cache_run(&options),
+        "load" => artifacts::load(&options),
         other => bail!(
             "unknown benchmark suite `{other}` (expected `kernels`, `interrupt-overhead`, \
-             `stacks`, `sightglass`, `mmu-roundtrip` or `mmu-load`)"
+             `stacks`, `sightglass`, `mmu-roundtrip`, `mmu-load`, `cache-run` or `load`)"
         ),
     }
 }
@@ -144,6 +158,12 @@ pub struct Options {
     pub arming: Option<Vec<roundtrip::Arming>>,
     /// `mmu-load`: busy worker threads (`--workers`; `None`: one per CPU).
     pub workers: Option<usize>,
+    /// `cache-run`: upstream's command-line tool (`--upstream-cli`).
+    pub upstream_cli: Option<PathBuf>,
+    /// `cache-run`: how many programs, largest first (`--programs`).
+    pub programs: Option<usize>,
+    /// `load`: the modules to load (`--module`, repeatable).
+    pub modules: Vec<PathBuf>,
 }
 
 impl Options {
@@ -160,6 +180,9 @@ impl Options {
             trace: false,
             arming: None,
             workers: None,
+            upstream_cli: None,
+            programs: None,
+            modules: Vec::new(),
         };
         while let Some(arg) = args.next() {
             match arg.as_str() {
@@ -199,6 +222,25 @@ impl Options {
                         bail!("--workers must be at least 1");
                     }
                     options.workers = Some(workers);
+                }
+                "--upstream-cli" => {
+                    let Some(path) = args.next() else {
+                        bail!("--upstream-cli needs the path of upstream's `wasmtime`");
+                    };
+                    options.upstream_cli = Some(PathBuf::from(path));
+                }
+                "--programs" => {
+                    let value = args.next().unwrap_or_default();
+                    let n: usize = value.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                        anyhow::anyhow!("--programs needs a positive number, got `{value}`")
+                    })?;
+                    options.programs = Some(n);
+                }
+                "--module" => {
+                    let Some(path) = args.next() else {
+                        bail!("--module needs the path of a .wasm file");
+                    };
+                    options.modules.push(PathBuf::from(path));
                 }
                 "--list" => options.list = true,
                 "--trace" => options.trace = true,

@@ -505,16 +505,16 @@ pub mod upstream {
 }
 
 /// A core module to run.
-struct Program {
+pub(crate) struct Program {
     /// `bz2`, `shootout-ackermann`, `libsodium-box`, ...: the folder for a
     /// `benchmark.wasm`, else the file's stem.
-    name: String,
-    wasm: PathBuf,
+    pub name: String,
+    pub wasm: PathBuf,
 }
 
 /// The benchmarks folder: `--benchmarks`, `$SIGHTGLASS_BENCHMARKS`, or
 /// `shared/benchmarks` next to the repository.
-fn benchmarks_dir(options: &Options) -> PathBuf {
+pub(crate) fn benchmarks_dir(options: &Options) -> PathBuf {
     if let Some(dir) = &options.benchmarks {
         return dir.clone();
     }
@@ -524,7 +524,7 @@ fn benchmarks_dir(options: &Options) -> PathBuf {
     }
 }
 
-fn program_name(path: &Path) -> String {
+pub(crate) fn program_name(path: &Path) -> String {
     let stem = path.file_stem().unwrap_or_default().to_string_lossy();
     if stem == "benchmark" {
         let folder = path.parent().and_then(Path::file_name).unwrap_or_default();
@@ -563,7 +563,7 @@ impl Expected {
 }
 
 /// The programs to run (after `--filter` / `--quick`), printing skips.
-fn programs(root: &Path, options: &Options) -> Result<Vec<Program>> {
+pub(crate) fn programs(root: &Path, options: &Options) -> Result<Vec<Program>> {
     let manifest_path = root.join("manifest.json");
     let manifest: Value = serde_json::from_slice(
         &std::fs::read(&manifest_path)

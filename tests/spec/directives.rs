@@ -26,7 +26,7 @@ fn compile(engine: &Engine, bytes: &[u8]) -> Result<Module> {
     static LOADED: AtomicUsize = AtomicUsize::new(0);
     let artifact = engine.precompile_module(bytes)?;
     let n = LOADED.fetch_add(1, Ordering::Relaxed);
-    if n % 2 == 0 {
+    if n.is_multiple_of(2) {
         // SAFETY: the artifact was just produced by this engine.
         return unsafe { Module::deserialize(engine, &artifact) };
     }

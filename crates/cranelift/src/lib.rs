@@ -38,6 +38,9 @@ pub enum OptLevel {
     SpeedAndSize,
 }
 
+/// One Cranelift setting as `(name, value)`, both as Cranelift spells them.
+pub type Setting = (String, String);
+
 /// Configuration of a [`Compiler`].
 #[derive(Clone, Debug)]
 pub struct CompilerConfig {
@@ -185,7 +188,7 @@ impl Compiler {
     ///
     /// `enable_verifier` is left out: it checks the IR while compiling and
     /// never changes the code produced.
-    pub fn code_settings(&self) -> (Vec<(String, String)>, Vec<(String, String)>) {
+    pub fn code_settings(&self) -> (Vec<Setting>, Vec<Setting>) {
         let shared = self
             .isa
             .flags()

@@ -181,6 +181,7 @@ impl Engine {
     ///
     /// Everything [`Module::new`](crate::Module::new) can fail with.
     pub fn precompile_module(&self, bytes: &[u8]) -> Result<Vec<u8>> {
+        crate::runtime::module::refuse_artifact(bytes)?;
         #[cfg(feature = "wat")]
         let bytes = wat::parse_bytes(bytes)?;
         // The cache is for compiles that run; an artifact written out is

@@ -12,7 +12,8 @@
 //! and malformed ones for `compile` only), plus modules from `wasm-smith`
 //! with random proposal sets (including ones we do not implement, which
 //! must be rejected) for `compile`. For `differential` and
-//! `interrupt_liveness` a module is wrapped in the input layout of
+//! `interrupt_liveness` (and `deserialize`, which shares the layout) a
+//! module is wrapped in the input layout of
 //! `src/generate.rs`: an odd byte, the length, the module, and some bytes
 //! for the configuration and arguments. The corpus is generated, never
 //! committed (`fuzz/.gitignore`).
@@ -122,6 +123,7 @@ fn seed(fuzz_dir: &Path, smith_count: usize) {
     let mut differential = Corpus::new(fuzz_dir, "differential");
     let mut liveness = Corpus::new(fuzz_dir, "interrupt_liveness");
     let mut compile = Corpus::new(fuzz_dir, "compile");
+    let mut deserialize = Corpus::new(fuzz_dir, "deserialize");
     let mut bytes = Bytes(0x2545_f491_4f6c_dd1d);
 
     let files = spec(SpecVersion::V2)
@@ -140,6 +142,7 @@ fn seed(fuzz_dir: &Path, smith_count: usize) {
             let tail = bytes.take(96);
             differential.add(&embedded(wasm, &tail));
             liveness.add(&embedded(wasm, &tail));
+            deserialize.add(&embedded(wasm, &tail));
         }
         for wasm in &invalid {
             compile.add(wasm);
@@ -165,9 +168,10 @@ fn seed(fuzz_dir: &Path, smith_count: usize) {
         // Structured inputs for the other two targets are plain bytes.
         differential.add(&[&[0][..], &data[..1024]].concat());
         liveness.add(&[&[0][..], &data[1024..2048]].concat());
+        deserialize.add(&[&[0][..], &data[2048..3072]].concat());
     }
 
-    for c in [&differential, &liveness, &compile] {
+    for c in [&differential, &liveness, &compile, &deserialize] {
         eprintln!("{}: {} seeds", c.dir.display(), c.written);
     }
 }

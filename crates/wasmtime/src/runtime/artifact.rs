@@ -1,13 +1,15 @@
-//! Precompiled modules: the file format that [`Module::serialize`] writes
-//! and [`Module::deserialize`] reads, and the checks a loading engine runs
-//! before it uses anything in one.
+//! Precompiled modules: the file format that
+//! [`Module::serialize`](crate::Module::serialize) writes and
+//! [`Module::deserialize`](crate::Module::deserialize) reads, and the
+//! checks a loading engine runs before it uses anything in one.
 //!
 //! An artifact is a fixed header, a body of length-prefixed records, and
 //! the machine code at the end, aligned to the target's largest page size
-//! so that [`Module::deserialize_file`] can map it straight from the file:
+//! so that [`Module::deserialize_file`](crate::Module::deserialize_file)
+//! can map it straight from the file:
 //!
 //! ```text
-//! header   magic, format version, file length, SHA-256 of the whole file
+//! header   magic, format version, file length, CRC-32 of the whole file
 //!          (but the checksum field), text offset
 //! body     build id | target | engine settings | module skeleton |
 //!          function table | entry trampolines | trap sites |
@@ -23,7 +25,7 @@
 //! again with the same parser that compiled it. The loader therefore never
 //! trusts a decoded index: what the metadata says has been validated
 //! exactly as a fresh compile validates it, and only the code tables need
-//! bounds checks of their own (done where they are used: [`Module`]'s
+//! bounds checks of their own (done where they are used: the module's
 //! assembly and [`CodeMemory`](crate::runtime::vm::CodeMemory)).
 //!
 //! Order of the checks, each failure with its own message: magic (with
@@ -32,10 +34,6 @@
 //! then every setting that changes generated code. Only then is the rest
 //! decoded.
 //!
-//! [`Module`]: crate::Module
-//! [`Module::serialize`]: crate::Module::serialize
-//! [`Module::deserialize`]: crate::Module::deserialize
-//! [`Module::deserialize_file`]: crate::Module::deserialize_file
 
 use anyhow::{Context, Result, bail, ensure};
 use sha2::{Digest, Sha256};
@@ -52,10 +50,17 @@ use wasmtime_environ::{
 pub(crate) const MAGIC: [u8; 8] = *b"WMMUCWSM";
 
 /// The version of the layout below; a change of layout takes a new one.
-const FORMAT_VERSION: u32 = 1;
+const FORMAT_VERSION: u32 = 2;
 
 /// Magic, version, a reserved word, file length, checksum, text offset.
-const HEADER_LEN: usize = 8 + 4 + 4 + 8 + 32 + 8;
+const HEADER_LEN: usize = 8 + 4 + 4 + 8 + 4 + 4 + 8;
+
+/// Where the header's fields are.
+const VERSION: Range<usize> = 8..12;
+const RESERVED: [Range<usize>; 2] = [12..16, 28..32];
+const FILE_LEN: Range<usize> = 16..24;
+const CHECKSUM: Range<usize> = 24..28;
+const TEXT_OFFSET: Range<usize> = 32..40;
 
 /// This build's identity (see `build.rs`): artifacts are only exchanged
 /// between identical builds.
@@ -174,24 +179,28 @@ pub(crate) fn write(
     let total = out.len() as u64;
     let header = &mut out[..HEADER_LEN];
     header[0..8].copy_from_slice(&MAGIC);
-    header[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-    header[12..16].copy_from_slice(&0u32.to_le_bytes());
-    header[16..24].copy_from_slice(&total.to_le_bytes());
-    header[56..64].copy_from_slice(&(text_offset as u64).to_le_bytes());
+    header[VERSION].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    header[FILE_LEN].copy_from_slice(&total.to_le_bytes());
+    header[TEXT_OFFSET].copy_from_slice(&(text_offset as u64).to_le_bytes());
     let sum = checksum(&out);
-    out[CHECKSUM].copy_from_slice(&sum);
+    out[CHECKSUM].copy_from_slice(&sum.to_le_bytes());
     out
 }
 
-/// Where the checksum sits in the header.
-const CHECKSUM: Range<usize> = 24..56;
-
-/// SHA-256 of the whole artifact except the checksum field itself.
-fn checksum(bytes: &[u8]) -> [u8; 32] {
-    let mut hasher = Sha256::new();
+/// CRC-32 (the IEEE polynomial of zip, gzip and PNG) of the whole
+/// artifact except the checksum field itself.
+///
+/// The checksum is there for accidents (a truncated copy, a flipped bit
+/// on disk): CRC-32 catches every error burst of up to 32 bits and all but
+/// one in 2^32 of the others, at memory speed (it was SHA-256 first, which
+/// made up two thirds of the time to load sqlite3). Against someone who
+/// can write the file no checksum helps: that is `deserialize`'s safety
+/// contract.
+fn checksum(bytes: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
     hasher.update(&bytes[..CHECKSUM.start]);
     hasher.update(&bytes[CHECKSUM.end..]);
-    hasher.finalize().into()
+    hasher.finalize()
 }
 
 /// Checks `bytes` as an artifact for an engine with `engine`'s fingerprint
@@ -203,7 +212,7 @@ fn checksum(bytes: &[u8]) -> [u8; 32] {
 /// engine, with a message saying which check failed.
 pub(crate) fn parse<'a>(bytes: &'a [u8], engine: &Fingerprint) -> Result<Parsed<'a>> {
     check_envelope(bytes)?;
-    let text_offset = u64::from_le_bytes(bytes[56..64].try_into().unwrap());
+    let text_offset = u64::from_le_bytes(bytes[TEXT_OFFSET].try_into().unwrap());
     let mut r = Reader {
         bytes,
         pos: HEADER_LEN,
@@ -227,38 +236,47 @@ pub(crate) fn parse<'a>(bytes: &'a [u8], engine: &Fingerprint) -> Result<Parsed<
 
     let skeleton = r.bytes()?;
     let mut tables = CodeTables::default();
-    for _ in 0..r.count(12)? {
+    // Tables are read as whole slices and decoded record by record: the
+    // address map alone has an entry per few instructions.
+    let le32 = |b: &[u8]| u32::from_le_bytes(b.try_into().unwrap());
+    for f in r.records(12)?.chunks_exact(12) {
         tables.functions.push(FunctionLoc {
-            start: r.u32()?,
-            len: r.u32()?,
+            start: le32(&f[0..4]),
+            len: le32(&f[4..8]),
         });
-        tables.func_body_offsets.push(r.u32()?);
+        tables.func_body_offsets.push(le32(&f[8..12]));
     }
-    for _ in 0..r.count(8)? {
+    for t in r.records(8)?.chunks_exact(8) {
         tables.entry_trampolines.push(FunctionLoc {
-            start: r.u32()?,
-            len: r.u32()?,
+            start: le32(&t[0..4]),
+            len: le32(&t[4..8]),
         });
     }
-    for _ in 0..r.count(5)? {
-        let code_offset = r.u32()?;
-        let byte = r.u8()?;
-        let kind = TrapSiteKind::from_u8(byte)
-            .with_context(|| format!("malformed artifact: unknown trap code {byte:#x}"))?;
-        tables.trap_sites.push(TrapSite { code_offset, kind });
-    }
-    for _ in 0..r.count(8)? {
-        tables.address_map.push(AddressMapEntry {
-            code_offset: r.u32()?,
-            wasm_offset: r.u32()?,
+    let sites = r.records(5)?;
+    tables.trap_sites.reserve(sites.len() / 5);
+    for t in sites.chunks_exact(5) {
+        let kind = TrapSiteKind::from_u8(t[4])
+            .with_context(|| format!("malformed artifact: unknown trap code {:#x}", t[4]))?;
+        tables.trap_sites.push(TrapSite {
+            code_offset: le32(&t[0..4]),
+            kind,
         });
     }
-    for _ in 0..r.count(5)? {
-        let offset = r.u32()?;
-        let byte = r.u8()?;
-        let target = HostLibcall::from_u8(byte)
-            .with_context(|| format!("malformed artifact: unknown libcall {byte:#x}"))?;
-        tables.relocations.push(Relocation { offset, target });
+    tables.address_map = r
+        .records(8)?
+        .chunks_exact(8)
+        .map(|e| AddressMapEntry {
+            code_offset: le32(&e[0..4]),
+            wasm_offset: le32(&e[4..8]),
+        })
+        .collect();
+    for t in r.records(5)?.chunks_exact(5) {
+        let target = HostLibcall::from_u8(t[4])
+            .with_context(|| format!("malformed artifact: unknown libcall {:#x}", t[4]))?;
+        tables.relocations.push(Relocation {
+            offset: le32(&t[0..4]),
+            target,
+        });
     }
     let text_len = r.u64()?;
     ensure!(
@@ -287,7 +305,7 @@ pub(crate) fn looks_like_artifact(bytes: &[u8]) -> bool {
 pub fn reseal_for_fuzzing(bytes: &mut [u8]) {
     if bytes.len() >= HEADER_LEN {
         let sum = checksum(bytes);
-        bytes[CHECKSUM].copy_from_slice(&sum);
+        bytes[CHECKSUM].copy_from_slice(&sum.to_le_bytes());
     }
 }
 
@@ -314,13 +332,13 @@ fn check_envelope(bytes: &[u8]) -> Result<()> {
         "the precompiled module is truncated: {} bytes, shorter than its header",
         bytes.len()
     );
-    let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+    let version = u32::from_le_bytes(bytes[VERSION].try_into().unwrap());
     ensure!(
         version == FORMAT_VERSION,
         "the precompiled module has format version {version}, but this runtime reads \
          version {FORMAT_VERSION}: compile the module again"
     );
-    let declared = u64::from_le_bytes(bytes[16..24].try_into().unwrap());
+    let declared = u64::from_le_bytes(bytes[FILE_LEN].try_into().unwrap());
     ensure!(
         declared == bytes.len() as u64,
         "the precompiled module is {} bytes long, but its header says {declared}: the \
@@ -328,12 +346,12 @@ fn check_envelope(bytes: &[u8]) -> Result<()> {
         bytes.len()
     );
     ensure!(
-        bytes[12..16] == [0; 4],
+        RESERVED.iter().all(|r| bytes[r.clone()] == [0; 4]),
         "malformed artifact: reserved header bytes are set"
     );
     ensure!(
-        checksum(bytes)[..] == bytes[CHECKSUM],
-        "the precompiled module is corrupted: its SHA-256 checksum does not match"
+        checksum(bytes).to_le_bytes()[..] == bytes[CHECKSUM],
+        "the precompiled module is corrupted: its checksum does not match"
     );
     Ok(())
 }
@@ -492,17 +510,14 @@ impl<'a> Reader<'a> {
         self.pos = end;
         Ok(out)
     }
-    fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
-    }
     fn u32(&mut self) -> Result<u32> {
         Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
     }
     fn u64(&mut self) -> Result<u64> {
         Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap()))
     }
-    /// A record count, refused if that many records of `record_len` bytes
-    /// cannot fit in what is left (so that no count allocates for nothing).
+    /// A count, refused if that many records of `record_len` bytes cannot
+    /// fit in what is left (so that no count allocates for nothing).
     fn count(&mut self, record_len: usize) -> Result<u32> {
         let n = self.u32()?;
         let left = self.bytes.len() - self.pos;
@@ -511,6 +526,11 @@ impl<'a> Reader<'a> {
             "malformed artifact: a table claims more entries than the file holds"
         );
         Ok(n)
+    }
+    /// A table: a count, then that many records of `record_len` bytes.
+    fn records(&mut self, record_len: usize) -> Result<&'a [u8]> {
+        let n = self.count(record_len)? as usize;
+        self.take(n * record_len)
     }
     fn bytes(&mut self) -> Result<&'a [u8]> {
         let len = usize::try_from(self.u64()?).context("malformed artifact: huge record")?;
@@ -573,7 +593,7 @@ mod tests {
     /// behind the checksum is the one that fails.
     fn reseal(bytes: &mut [u8]) {
         let sum = checksum(bytes);
-        bytes[CHECKSUM].copy_from_slice(&sum);
+        bytes[CHECKSUM].copy_from_slice(&sum.to_le_bytes());
     }
 
     fn err(bytes: &[u8], engine: &Fingerprint) -> String {

@@ -53,7 +53,7 @@ pub(crate) struct ModuleInner {
 
 /// Compiling entry points refuse precompiled artifacts by name instead of
 /// failing to parse them as WebAssembly.
-fn refuse_artifact(bytes: &[u8]) -> Result<()> {
+pub(crate) fn refuse_artifact(bytes: &[u8]) -> Result<()> {
     if artifact::looks_like_artifact(bytes) {
         bail!(
             "the input is a precompiled module: load it with `Module::deserialize` \
@@ -239,7 +239,7 @@ impl Module {
     /// executable memory.
     ///
     /// Before anything is used, the artifact's envelope is checked: its
-    /// format version and length, a SHA-256 checksum over the whole file,
+    /// format version and length, a checksum over the whole file,
     /// the build of this runtime that wrote it, and every engine setting
     /// that shapes generated code. The module's metadata is then rebuilt
     /// by validating the WebAssembly it came from (without its function
@@ -261,12 +261,12 @@ impl Module {
     /// version or build, another target, a setting that differs).
     pub unsafe fn deserialize(engine: &Engine, bytes: impl AsRef<[u8]>) -> Result<Module> {
         let bytes = bytes.as_ref();
-        let parsed = artifact::parse(bytes, engine.fingerprint())?;
+        let mut parsed = artifact::parse(bytes, engine.fingerprint())?;
         let info = Module::skeleton_info(engine, parsed.skeleton)?;
         let code = CodeMemory::new(
             &bytes[parsed.text.clone()],
             &parsed.tables.relocations,
-            parsed.tables.trap_sites.clone(),
+            std::mem::take(&mut parsed.tables.trap_sites),
         )?;
         Module::assemble(engine, info, parsed.skeleton.into(), parsed.tables, code)
     }
@@ -301,7 +301,8 @@ impl Module {
             let parsed = artifact::parse(bytes, engine.fingerprint())?;
             let info = Module::skeleton_info(engine, parsed.skeleton)?;
             let skeleton: Box<[u8]> = parsed.skeleton.into();
-            let tables = parsed.tables;
+            let mut tables = parsed.tables;
+            let trap_sites = std::mem::take(&mut tables.trap_sites);
             let text = parsed.text;
             let in_place = !text.is_empty() && text.start % host_page_size() == 0;
             let code = if in_place {
@@ -309,15 +310,10 @@ impl Module {
                 // mapping (checked by `parse` and just above), and the
                 // file's promise is the caller's.
                 unsafe {
-                    CodeMemory::from_file_mapping(
-                        mmap,
-                        text,
-                        &tables.relocations,
-                        tables.trap_sites.clone(),
-                    )?
+                    CodeMemory::from_file_mapping(mmap, text, &tables.relocations, trap_sites)?
                 }
             } else {
-                CodeMemory::new(&bytes[text], &tables.relocations, tables.trap_sites.clone())?
+                CodeMemory::new(&bytes[text], &tables.relocations, trap_sites)?
             };
             Module::assemble(engine, info, skeleton, tables, code)
         };
