@@ -211,25 +211,17 @@ pub fn load(options: &Options) -> Result<()> {
         std::fs::write(&file, ours.precompile_module(&bytes)?)?;
         let ours_times = compile_and_load(
             runs,
-            || Ok(drop(wasmtime::Module::new(&ours, &bytes)?)),
+            || wasmtime::Module::new(&ours, &bytes),
             // SAFETY: written just above by this engine; nothing changes it.
-            || {
-                Ok(drop(unsafe {
-                    wasmtime::Module::deserialize_file(&ours, &file)?
-                }))
-            },
+            || Ok(unsafe { wasmtime::Module::deserialize_file(&ours, &file)? }),
         )?;
         print_load_row(&name, size, "ours", ours_times);
         std::fs::write(&file, upstream.precompile_module(&bytes)?)?;
         let upstream_times = compile_and_load(
             runs,
-            || Ok(drop(upstream_wasmtime::Module::new(&upstream, &bytes)?)),
+            || Ok(upstream_wasmtime::Module::new(&upstream, &bytes)?),
             // SAFETY: written just above by this engine; nothing changes it.
-            || {
-                Ok(drop(unsafe {
-                    upstream_wasmtime::Module::deserialize_file(&upstream, &file)?
-                }))
-            },
+            || Ok(unsafe { upstream_wasmtime::Module::deserialize_file(&upstream, &file)? }),
         )?;
         print_load_row(&name, size, "upstream 48", upstream_times);
     }
@@ -237,19 +229,20 @@ pub fn load(options: &Options) -> Result<()> {
     Ok(())
 }
 
-/// Medians over `runs` rounds of `compile` and of `load`, which alternate.
-fn compile_and_load(
+/// Medians over `runs` rounds of `compile` and of `load`, which alternate;
+/// what they return is dropped inside the timing.
+fn compile_and_load<C, L>(
     runs: usize,
-    compile: impl Fn() -> Result<()>,
-    load: impl Fn() -> Result<()>,
+    compile: impl Fn() -> Result<C>,
+    load: impl Fn() -> Result<L>,
 ) -> Result<(Duration, Duration)> {
     let (mut compiles, mut loads) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         let t = Instant::now();
-        compile()?;
+        drop(compile()?);
         compiles.push(t.elapsed());
         let t = Instant::now();
-        load()?;
+        drop(load()?);
         loads.push(t.elapsed());
     }
     Ok((median(&compiles), median(&loads)))
