@@ -29,45 +29,8 @@
 //! modification time of the entry they find, so eviction removes the least
 //! recently used entries first.
 //!
-//! # Configuration file
-//!
-//! [`CacheConfig::from_file`] reads the same TOML format as Wasmtime's cache
-//! configuration: a file whose only top-level item is a `[cache]` table.
-//! Unknown keys (at the top level or inside `[cache]`) and a missing `[cache]`
-//! table are errors.  All values except the compression levels are TOML
-//! strings:
-//!
-//! | key | syntax | default |
-//! |-----|--------|---------|
-//! | `directory` | absolute path | platform cache directory |
-//! | `files-total-size-soft-limit` | size: `"100"`, `"10K"`, `"512Mi"`, `"1G"`, `"2Gi"` (`K M G T P` are powers of 1000, `Ki Mi Gi Ti Pi` powers of 1024) | `"512Mi"` |
-//! | `file-count-soft-limit` | count: `"100"`, `"4K"`, `"3M"` (`K M G T P`, powers of 1000) | `"65536"` |
-//! | `files-total-size-limit-percent-if-deleting` | percent: `"70%"` (0 to 100) | `"70%"` |
-//! | `file-count-limit-percent-if-deleting` | percent: `"70%"` (0 to 100) | `"70%"` |
-//! | `worker-event-queue-size` | count | `"16"` |
-//! | `baseline-compression-level` | integer 0 to 21 | `3` |
-//! | `optimized-compression-level` | integer 0 to 21, not below the baseline level | `20` |
-//! | `optimized-compression-usage-counter-threshold` | count | `"256"` |
-//! | `cleanup-interval` | duration: `"30s"`, `"30m"`, `"1h"`, `"1d"` | `"1h"` |
-//! | `optimizing-compression-task-timeout` | duration | `"30m"` |
-//! | `allowed-clock-drift-for-files-from-future` | duration | `"1d"` |
-//!
-//! Whitespace around a value and between its number and its unit is ignored.
-//!
-//! The last seven keys are accepted and checked so that a configuration file
-//! written for Wasmtime loads unchanged, but they do nothing here: entries are
-//! stored uncompressed (so there are no compression levels or recompression
-//! thresholds), they are written synchronously by the storing thread (so
-//! there is no worker, event queue or task timeout), and eviction runs after
-//! every store and orders entries purely by modification time (so there is no
-//! cleanup interval and no clock-drift allowance).
-//!
-//! The format has no `enabled` key; like any other unknown key it is rejected.
-//! Whether a cache is used at all is decided by whoever creates the [`Cache`].
-//!
-//! A relative `directory` is rejected, both in a file and when set with
-//! [`CacheConfig::with_directory`] (reported by [`Cache::new`]).  [`Cache::new`]
-//! creates the directory and replaces it by its canonical form.
+//! The configuration file's format is documented on [`CacheConfig`], where
+//! embedders can see it.
 
 use anyhow::{Context, Result, bail};
 use std::fs;
@@ -109,6 +72,46 @@ fn default_config_path() -> Option<PathBuf> {
 }
 
 /// Settings of a [`Cache`]: where it lives and how large it may grow.
+///
+/// # The configuration file
+///
+/// [`CacheConfig::from_file`] reads the same TOML format as Wasmtime's cache
+/// configuration: a file whose only top-level item is a `[cache]` table.
+/// Unknown keys (at the top level or inside `[cache]`) and a missing `[cache]`
+/// table are errors.  All values except the compression levels are TOML
+/// strings:
+///
+/// | key | syntax | default |
+/// |-----|--------|---------|
+/// | `directory` | absolute path | platform cache directory |
+/// | `files-total-size-soft-limit` | size: `"100"`, `"10K"`, `"512Mi"`, `"1G"`, `"2Gi"` (`K M G T P` are powers of 1000, `Ki Mi Gi Ti Pi` powers of 1024) | `"512Mi"` |
+/// | `file-count-soft-limit` | count: `"100"`, `"4K"`, `"3M"` (`K M G T P`, powers of 1000) | `"65536"` |
+/// | `files-total-size-limit-percent-if-deleting` | percent: `"70%"` (0 to 100) | `"70%"` |
+/// | `file-count-limit-percent-if-deleting` | percent: `"70%"` (0 to 100) | `"70%"` |
+/// | `worker-event-queue-size` | count | `"16"` |
+/// | `baseline-compression-level` | integer 0 to 21 | `3` |
+/// | `optimized-compression-level` | integer 0 to 21, not below the baseline level | `20` |
+/// | `optimized-compression-usage-counter-threshold` | count | `"256"` |
+/// | `cleanup-interval` | duration: `"30s"`, `"30m"`, `"1h"`, `"1d"` | `"1h"` |
+/// | `optimizing-compression-task-timeout` | duration | `"30m"` |
+/// | `allowed-clock-drift-for-files-from-future` | duration | `"1d"` |
+///
+/// Whitespace around a value and between its number and its unit is ignored.
+///
+/// The last seven keys are accepted and checked so that a configuration file
+/// written for Wasmtime loads unchanged, but they do nothing here: entries are
+/// stored uncompressed (so there are no compression levels or recompression
+/// thresholds), they are written synchronously by the storing thread (so
+/// there is no worker, event queue or task timeout), and eviction runs after
+/// every store and orders entries purely by modification time (so there is no
+/// cleanup interval and no clock-drift allowance).
+///
+/// The format has no `enabled` key; like any other unknown key it is rejected.
+/// Whether a cache is used at all is decided by whoever creates the [`Cache`].
+///
+/// A relative `directory` is rejected, both in a file and when set with
+/// [`CacheConfig::with_directory`] (reported by [`Cache::new`]).  [`Cache::new`]
+/// creates the directory and replaces it by its canonical form.
 #[derive(Clone, Debug)]
 pub struct CacheConfig {
     /// Cache directory; empty when none was set and no default exists.
@@ -144,7 +147,7 @@ impl CacheConfig {
     /// Reads settings from the TOML file at `path`.
     ///
     /// The file must contain a `[cache]` table; keys that it leaves out keep
-    /// their defaults.  See the [module documentation](self) for the keys and
+    /// their defaults.  [`CacheConfig`]'s documentation lists the keys and
     /// their syntax.  Errors name the file and, for a bad setting, the key.
     pub fn from_file(path: &Path) -> Result<CacheConfig> {
         let text = fs::read_to_string(path)
