@@ -6,26 +6,12 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wasmtime_mmu_fuzz::config::{Epochs, Fuel, MemoryKnobs, Mmu, OptLevel, OursConfig};
+use wasmtime_mmu_fuzz::config::OursConfig;
 use wasmtime_mmu_fuzz::engines::{ours_compile, ours_engine, upstream, upstream_engine};
 use wasmtime_mmu_fuzz::stats;
 
 fuzz_target!(|data: &[u8]| {
-    let engine = ours_engine(&OursConfig {
-        opt_level: OptLevel::Speed,
-        memory: MemoryKnobs {
-            reservation: 4 << 30,
-            guard: 32 << 20,
-            reservation_for_growth: 2 << 30,
-            may_move: true,
-            guard_before: true,
-        },
-        epochs: Epochs::Off,
-        fuel: Fuel::Off,
-        asynchronous: false,
-        mmu: Mmu::Off,
-        mmu_mode: wasmtime::MmuInterruptionMode::Mprotect,
-    });
+    let engine = ours_engine(&OursConfig::plain());
     let Some(ours) = ours_compile(&engine, data) else {
         stats::exec_done();
         return;

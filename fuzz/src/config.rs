@@ -178,6 +178,27 @@ pub struct OursConfig {
 }
 
 impl OursConfig {
+    /// The engine's defaults with nothing instrumented (no epochs, fuel or
+    /// MMU polls, synchronous): the configuration of the targets that only
+    /// compile or load.
+    pub fn plain() -> OursConfig {
+        OursConfig {
+            opt_level: OptLevel::Speed,
+            memory: MemoryKnobs {
+                reservation: 4 << 30,
+                guard: 32 << 20,
+                reservation_for_growth: 2 << 30,
+                may_move: true,
+                guard_before: true,
+            },
+            epochs: Epochs::Off,
+            fuel: Fuel::Off,
+            asynchronous: false,
+            mmu: Mmu::Off,
+            mmu_mode: wasmtime::MmuInterruptionMode::Mprotect,
+        }
+    }
+
     pub fn arbitrary(u: &mut Unstructured<'_>) -> Result<OursConfig> {
         let opt_level = *u.choose(&[OptLevel::None, OptLevel::Speed, OptLevel::SpeedAndSize])?;
         let reservation = *u.choose(&[4 << 30, 8 << 30, 0, 1 << 16, 1 << 20, 16 << 20])?;

@@ -173,6 +173,40 @@ pub(crate) struct Resolved {
     unknown_exports_allow: Option<bool>,
     unknown_imports_trap: bool,
     wasi: WasiOptions,
+    /// `-C cache=y|n`, if given.
+    cache: Option<bool>,
+    /// `-C cache-config=FILE`, if given.
+    cache_config: Option<PathBuf>,
+}
+
+impl Resolved {
+    /// Gives `config` the compile cache that the options ask for; only
+    /// `run` compiles through one (`compile` writes its artifact without).
+    ///
+    /// As upstream, the cache is on unless `-C cache=n`; without
+    /// `-C cache-config` the default configuration file is read if there
+    /// is one. A cache the user asked for must work; the default one may be
+    /// impossible (no home directory to put it in), and then the run goes
+    /// on without it, saying so.
+    fn apply_cache(&mut self) -> Result<()> {
+        if self.cache == Some(false) {
+            return Ok(());
+        }
+        match wasmtime::Cache::from_file(self.cache_config.as_deref()) {
+            Ok(cache) => {
+                self.config.cache(Some(cache));
+            }
+            Err(e) if self.cache.is_none() && self.cache_config.is_none() => {
+                log::warn!("compile cache disabled: {e:#}");
+            }
+            Err(e) => {
+                return Err(
+                    e.context("failed to set up the compile cache (`-C cache=n` turns it off)")
+                );
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The thread that stops a guest through the MMU once `-Wtimeout` has
@@ -284,6 +318,8 @@ impl CommonOptions {
             unknown_exports_allow: None,
             unknown_imports_trap: false,
             wasi: WasiOptions::default(),
+            cache: None,
+            cache_config: None,
         };
 
         // As upstream, `all-proposals` is a default that explicit proposal
@@ -303,8 +339,6 @@ impl CommonOptions {
                 .wasm_extended_const(enable);
         }
         let mut guard_size = None;
-        let mut cache = None;
-        let mut cache_config = None;
         for s in self.settings() {
             let on = expect_bool(&s.value);
             match (s.group, s.name) {
@@ -357,10 +391,10 @@ impl CommonOptions {
                 (Group::Codegen, "cranelift-debug-verifier") => {
                     config.cranelift_debug_verifier(on);
                 }
-                (Group::Codegen, "cache") => cache = Some(on),
+                (Group::Codegen, "cache") => r.cache = Some(on),
                 (Group::Codegen, "cache-config") => {
                     if let Value::Text(path) = &s.value {
-                        cache_config = Some(PathBuf::from(path));
+                        r.cache_config = Some(PathBuf::from(path));
                     }
                 }
                 (Group::Codegen, "parallel-compilation") => {
@@ -468,26 +502,6 @@ impl CommonOptions {
         if let Some(size) = guard_size {
             config.memory_guard_size(size);
         }
-        // As upstream, the cache is on unless `-C cache=n`; without
-        // `-C cache-config` the default configuration file is read if there
-        // is one. A cache the user asked for must work; the default one may
-        // be impossible (no home directory to put it in), and then the run
-        // goes on without it, saying so.
-        if cache != Some(false) {
-            match wasmtime::Cache::from_file(cache_config.as_deref()) {
-                Ok(cache) => {
-                    config.cache(Some(cache));
-                }
-                Err(e) if cache.is_none() && cache_config.is_none() => {
-                    log::warn!("compile cache disabled: {e:#}");
-                }
-                Err(e) => {
-                    return Err(e.context(
-                        "failed to set up the compile cache (`-C cache=n` turns it off)",
-                    ));
-                }
-            }
-        }
         r.limits = limits.build();
         if r.wasi.cli.is_some() && r.wasi.common.is_some() {
             bail!("The -Scommon option should not be use with -Scli as it is a deprecated alias");
@@ -518,7 +532,8 @@ impl RunCommand {
         if let Some(profile) = &self.profile {
             bail!("unsupported: --profile={profile} is not supported by this engine");
         }
-        let resolved = self.common.resolve()?;
+        let mut resolved = self.common.resolve()?;
+        resolved.apply_cache()?;
         let engine = Engine::new(&resolved.config)?;
         let main = self.load_module(&engine, Path::new(&self.module_and_args[0]))?;
 

@@ -103,7 +103,10 @@ pub(crate) fn cache_key(fingerprint: &Fingerprint, binary: &[u8]) -> [u8; 32] {
     hasher.finalize().into()
 }
 
-/// The code tables of a compiled module: where everything is in the text.
+/// The code tables of a compiled module that the module itself keeps:
+/// where everything is in the text. (The trap sites, the one other table,
+/// belong to the [`CodeMemory`](crate::runtime::vm::CodeMemory) that holds
+/// the text, and travel beside these.)
 #[derive(Clone, Debug, Default)]
 pub(crate) struct CodeTables {
     /// Each defined function's code.
@@ -113,8 +116,6 @@ pub(crate) struct CodeTables {
     pub func_body_offsets: PrimaryMap<DefinedFuncIndex, u32>,
     /// One entry trampoline per type of the type section.
     pub entry_trampolines: PrimaryMap<TypeIndex, FunctionLoc>,
-    /// Every trap site.
-    pub trap_sites: Vec<TrapSite>,
     /// Native-to-Wasm offsets.
     pub address_map: Vec<AddressMapEntry>,
     /// Libcall slots to patch at load.
@@ -127,6 +128,8 @@ pub(crate) struct Parsed<'a> {
     pub skeleton: &'a [u8],
     /// The code tables, decoded but not yet checked against the text.
     pub tables: CodeTables,
+    /// The trap sites, likewise.
+    pub trap_sites: Vec<TrapSite>,
     /// Where the text is in the artifact.
     pub text: Range<usize>,
 }
@@ -137,6 +140,7 @@ pub(crate) fn write(
     fingerprint: &Fingerprint,
     skeleton: &[u8],
     tables: &CodeTables,
+    trap_sites: &[TrapSite],
     text: &[u8],
 ) -> Vec<u8> {
     let mut w = Writer(vec![0; HEADER_LEN]);
@@ -155,8 +159,8 @@ pub(crate) fn write(
         w.u32(loc.start);
         w.u32(loc.len);
     }
-    w.u32(tables.trap_sites.len() as u32);
-    for site in &tables.trap_sites {
+    w.u32(trap_sites.len() as u32);
+    for site in trap_sites {
         w.u32(site.code_offset);
         w.0.push(site.kind.to_u8());
     }
@@ -253,11 +257,11 @@ pub(crate) fn parse<'a>(bytes: &'a [u8], engine: &Fingerprint) -> Result<Parsed<
         });
     }
     let sites = r.records(5)?;
-    tables.trap_sites.reserve(sites.len() / 5);
+    let mut trap_sites = Vec::with_capacity(sites.len() / 5);
     for t in sites.chunks_exact(5) {
         let kind = TrapSiteKind::from_u8(t[4])
             .with_context(|| format!("malformed artifact: unknown trap code {:#x}", t[4]))?;
-        tables.trap_sites.push(TrapSite {
+        trap_sites.push(TrapSite {
             code_offset: le32(&t[0..4]),
             kind,
         });
@@ -288,6 +292,7 @@ pub(crate) fn parse<'a>(bytes: &'a [u8], engine: &Fingerprint) -> Result<Parsed<
     Ok(Parsed {
         skeleton,
         tables,
+        trap_sites,
         text,
     })
 }
@@ -570,10 +575,6 @@ mod tests {
         t.functions.push(FunctionLoc { start: 0, len: 16 });
         t.func_body_offsets.push(30);
         t.entry_trampolines.push(FunctionLoc { start: 16, len: 8 });
-        t.trap_sites.push(TrapSite {
-            code_offset: 4,
-            kind: TrapSiteKind::MmuPoll,
-        });
         t.address_map.push(AddressMapEntry {
             code_offset: 0,
             wasm_offset: 31,
@@ -585,8 +586,21 @@ mod tests {
         t
     }
 
+    fn trap_sites() -> Vec<TrapSite> {
+        vec![TrapSite {
+            code_offset: 4,
+            kind: TrapSiteKind::MmuPoll,
+        }]
+    }
+
     fn artifact() -> Vec<u8> {
-        write(&fingerprint(), b"\0asm\x01\0\0\0", &tables(), &[0xcc; 24])
+        write(
+            &fingerprint(),
+            b"\0asm\x01\0\0\0",
+            &tables(),
+            &trap_sites(),
+            &[0xcc; 24],
+        )
     }
 
     /// Rewrites the checksum after a test edits the body, so that the check
@@ -607,6 +621,7 @@ mod tests {
         let parsed = parse(&bytes, &fingerprint()).unwrap();
         assert_eq!(parsed.skeleton, b"\0asm\x01\0\0\0");
         assert_eq!(&bytes[parsed.text.clone()], &[0xcc; 24]);
+        assert_eq!(parsed.trap_sites, trap_sites());
         let t = parsed.tables;
         let want = tables();
         assert_eq!(
@@ -615,7 +630,6 @@ mod tests {
         );
         assert_eq!(t.func_body_offsets[DefinedFuncIndex::from_u32(0)], 30);
         assert_eq!(t.entry_trampolines.len(), 1);
-        assert_eq!(t.trap_sites, want.trap_sites);
         assert_eq!(t.address_map, want.address_map);
         assert_eq!(t.relocations, want.relocations);
     }

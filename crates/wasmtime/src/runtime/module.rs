@@ -190,7 +190,6 @@ impl Module {
             functions: artifacts.functions,
             func_body_offsets,
             entry_trampolines: artifacts.entry_trampolines,
-            trap_sites: Vec::new(),
             address_map: artifacts.address_map,
             relocations: artifacts.relocations,
         };
@@ -222,7 +221,6 @@ impl Module {
             functions: inner.functions.clone(),
             func_body_offsets: inner.func_body_offsets.clone(),
             entry_trampolines: inner.entry_trampoline_locs.clone(),
-            trap_sites: inner.code.trap_sites().to_vec(),
             address_map: inner.address_map.clone(),
             relocations: inner.relocations.to_vec(),
         };
@@ -230,6 +228,7 @@ impl Module {
             inner.engine.fingerprint(),
             &inner.skeleton,
             &tables,
+            inner.code.trap_sites(),
             &text,
         ))
     }
@@ -261,12 +260,12 @@ impl Module {
     /// version or build, another target, a setting that differs).
     pub unsafe fn deserialize(engine: &Engine, bytes: impl AsRef<[u8]>) -> Result<Module> {
         let bytes = bytes.as_ref();
-        let mut parsed = artifact::parse(bytes, engine.fingerprint())?;
+        let parsed = artifact::parse(bytes, engine.fingerprint())?;
         let info = Module::skeleton_info(engine, parsed.skeleton)?;
         let code = CodeMemory::new(
             &bytes[parsed.text.clone()],
             &parsed.tables.relocations,
-            std::mem::take(&mut parsed.tables.trap_sites),
+            parsed.trap_sites,
         )?;
         Module::assemble(engine, info, parsed.skeleton.into(), parsed.tables, code)
     }
@@ -301,9 +300,7 @@ impl Module {
             let parsed = artifact::parse(bytes, engine.fingerprint())?;
             let info = Module::skeleton_info(engine, parsed.skeleton)?;
             let skeleton: Box<[u8]> = parsed.skeleton.into();
-            let mut tables = parsed.tables;
-            let trap_sites = std::mem::take(&mut tables.trap_sites);
-            let text = parsed.text;
+            let (tables, trap_sites, text) = (parsed.tables, parsed.trap_sites, parsed.text);
             let in_place = !text.is_empty() && text.start % host_page_size() == 0;
             let code = if in_place {
                 // SAFETY: `text` starts on a page boundary inside the
