@@ -53,6 +53,8 @@ pub struct Config {
     pub(crate) async_stack_size: usize,
     pub(crate) allocation_strategy: InstanceAllocationStrategy,
     pub(crate) cache: Option<crate::Cache>,
+    pub(crate) memory_init_cow: bool,
+    pub(crate) reset_policy: ResetPolicy,
 }
 
 pub(crate) const DEFAULT_WASM_BACKTRACE_MAX_FRAMES: NonZeroUsize = NonZeroUsize::new(20).unwrap();
@@ -108,6 +110,8 @@ impl Config {
             async_stack_size: 2 << 20,
             allocation_strategy: InstanceAllocationStrategy::OnDemand,
             cache: None,
+            memory_init_cow: true,
+            reset_policy: ResetPolicy::Copy,
         }
     }
 
@@ -1232,6 +1236,68 @@ impl Config {
         self
     }
 
+    /// Whether linear memories start as copy-on-write mappings of an image
+    /// of the module's data segments instead of copies of them.
+    ///
+    /// With it on, the first instantiation of a module builds, for each
+    /// memory the module defines, one *image*: the bytes its active data
+    /// segments produce, in a sealed in-memory file (a Linux memfd). Every
+    /// instance then maps the image privately over its fresh memory, so
+    /// instantiating copies nothing and all instances share the image's
+    /// pages until they write them; [`Instance::reset`](crate::Instance::reset)
+    /// can send a written page back to the image.
+    ///
+    /// A memory gets no image, and its segments are copied at each
+    /// instantiation as with the option off, when a segment's offset reads
+    /// a global, when a segment does not fit in the memory's minimum size
+    /// (instantiation must then trap at that segment), or when the image
+    /// would be mostly empty (larger than 1 MiB and more than four times the
+    /// data it holds). Either way the memory's contents are the same.
+    ///
+    /// ## Default
+    ///
+    /// Enabled.
+    ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts both values. If an
+    /// image cannot be built (no file descriptors left, say), a warning is
+    /// logged and that module's segments are copied.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn memory_init_cow(&mut self, enable: bool) -> &mut Self {
+        self.memory_init_cow = enable;
+        self
+    }
+
+    /// How [`Instance::reset`](crate::Instance::reset) and
+    /// [`Memory::reset_to_image`](crate::Memory::reset_to_image) put the
+    /// pages a guest wrote back into their pristine state.
+    ///
+    /// A reset first asks the kernel which pages of the memory were written
+    /// since the last reset (see [`ResetPolicy`] and docs/architecture.md,
+    /// "Instance reset"), then restores each of them according to this
+    /// policy. Growth past the memory's size at instantiation is always
+    /// undone by releasing the grown pages.
+    ///
+    /// ## Default
+    ///
+    /// [`ResetPolicy::Copy`].
+    ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts every policy.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn instance_reset_policy(&mut self, policy: ResetPolicy) -> &mut Self {
+        self.reset_policy = policy;
+        self
+    }
+
     /// Turns the capture of [`WasmBacktrace`]s for failed calls off, or
     /// back on.
     ///
@@ -1400,6 +1466,47 @@ impl fmt::Debug for Config {
             )
             .finish_non_exhaustive()
     }
+}
+
+/// How a reset restores written pages; the argument of
+/// [`Config::instance_reset_policy`].
+///
+/// A reset asks the kernel which pages were written (`PAGEMAP_SCAN`, Linux
+/// 6.7 and later; on older kernels every page of the memory counts as
+/// written). How exact the answer is depends on the policy: see each one.
+/// Pages a guest never wrote cost nothing under any policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ResetPolicy {
+    /// Copy each written page from the memory's image (or zero it), then
+    /// write-protect the restored pages with userfaultfd's asynchronous
+    /// write protection, so that the next reset is told exactly which pages
+    /// the guest wrote since. One TLB-flushing call per reset (the
+    /// re-protection), none per page; the memory stays resident. Where the
+    /// kernel refuses userfaultfd, restored pages are reported again at
+    /// every later reset and copied again (see
+    /// [`ResetPolicy::ShootdownFree`]), without a budget.
+    Copy,
+    /// Copy each written page from the memory's image (or zero it), with no
+    /// write protection: no `madvise`, `mprotect` or other call that flushes
+    /// TLBs runs on reset while the pages reported as written fit in
+    /// `resident_budget` bytes (the one call left is the read-only
+    /// `PAGEMAP_SCAN` query). A page restored by copying still holds
+    /// private data, so it is reported, and copied again, at every later
+    /// reset: the reported set is every page written since it last started
+    /// over. When it outgrows the budget, that reset decommits the whole set
+    /// (as [`ResetPolicy::Decommit`]) and the set starts over.
+    ShootdownFree {
+        /// The most bytes of reported pages restored by copying before the
+        /// reset decommits them instead.
+        resident_budget: usize,
+    },
+    /// Release each written page (`madvise(MADV_DONTNEED)`): it reads the
+    /// image (or zeros) again, and its memory goes back to the system until
+    /// the guest touches it again, at the cost of a page fault then and of a
+    /// TLB shootdown per reset. The set reported as written is exact (a
+    /// released page holds no private data).
+    Decommit,
 }
 
 /// Which compiler turns WebAssembly into machine code; the argument of

@@ -227,6 +227,98 @@ impl Instance {
         self.get_export(store, name)?.into_shared_memory()
     }
 
+    /// Puts this instance back into the state its instantiation left it
+    /// in, as if it had just been instantiated again from the same module
+    /// and imports in the same store, without running the start function
+    /// again: its effects on the instance's own state are restored too.
+    ///
+    /// Restored: every memory the instance defines (bytes and size; growth
+    /// is undone), every table it defines (elements and size), every
+    /// global it defines, and which passive data and element segments have
+    /// been dropped. A memory, table or global defined here and exported to
+    /// other instances is restored for them too: it is this instance's.
+    ///
+    /// Not restored, because it is not this instance's: imported memories,
+    /// tables and globals belong to their exporter (reset that instance, or
+    /// restore the host's object yourself), and whatever the start function
+    /// did to them or to host state stays done. The store's fuel, epoch
+    /// deadline and MMU-interruption state belong to the embedder and are
+    /// left as they are.
+    ///
+    /// The cost grows with the pages the guest wrote since the last reset,
+    /// not with the memory's size (see [`Config::instance_reset_policy`]
+    /// and docs/architecture.md, "Instance reset"), plus the size of the
+    /// instance's tables and globals.
+    ///
+    /// [`Config::instance_reset_policy`]: crate::Config::instance_reset_policy
+    ///
+    /// # Errors
+    ///
+    /// Fails, changing nothing, if this instance belongs to another store,
+    /// if WebAssembly of the store is running (a host function called by a
+    /// guest cannot reset an instance: its frames may be on the stack), or
+    /// if instantiation wrote into an imported memory or table (an active
+    /// data or element segment targets an import), since a fresh
+    /// instantiation would write there again and this reset must not touch
+    /// the exporter's state. Fails if a kernel call fails while restoring
+    /// memory; the instance is then in an unspecified but memory-safe
+    /// state, and may be reset again.
+    pub fn reset(&self, mut store: impl AsContextMut) -> Result<()> {
+        let store = store.as_context_mut();
+        let opaque = &mut store.0.opaque;
+        opaque.check_store(self.store, "instance")?;
+        opaque.check_no_wasm_running("an instance")?;
+        let policy = opaque.engine().config().reset_policy;
+        let instance = &opaque.instances[self.index as usize];
+        let info = instance.module().info();
+        for (index, segment) in info.data.iter() {
+            if let DataMode::Active { memory, .. } = &segment.mode
+                && info.defined_memory_index(*memory).is_none()
+            {
+                bail!(
+                    "cannot reset this instance: its data segment {} was written into an imported memory, which belongs to its exporter",
+                    index.index()
+                );
+            }
+        }
+        for (index, segment) in info.elements.iter() {
+            if let ElementMode::Active { table, .. } = &segment.mode
+                && info.defined_table_index(*table).is_none()
+            {
+                bail!(
+                    "cannot reset this instance: its element segment {} was written into an imported table, which belongs to its exporter",
+                    index.index()
+                );
+            }
+        }
+        let memories: Vec<usize> =
+            instance.memories[info.num_imported_memories as usize..].to_vec();
+        let pristine = instance
+            .pristine
+            .as_deref()
+            .context("cannot reset an instance whose instantiation did not finish")?;
+        for (def, value) in &pristine.globals {
+            // SAFETY: the storage slots are in the instance's `VMContext`,
+            // which lives as long as the store; no guest code runs now.
+            unsafe { (**def).0 = *value };
+        }
+        let tables: Vec<(usize, Vec<usize>)> = pristine.tables.clone();
+        let (dropped_elems, dropped_data) = (
+            pristine.dropped_elems.clone(),
+            pristine.dropped_data.clone(),
+        );
+        let instance = &mut opaque.instances[self.index as usize];
+        instance.dropped_elems.copy_from_slice(&dropped_elems);
+        instance.dropped_data.copy_from_slice(&dropped_data);
+        for (store_index, elements) in &tables {
+            opaque.tables[*store_index].reset_to(elements);
+        }
+        for store_index in memories {
+            opaque.memories[store_index].reset(policy)?;
+        }
+        Ok(())
+    }
+
     /// The global exported as `name`; `None` if no export has that name or
     /// it is not a global.
     ///
@@ -490,10 +582,12 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
         .skip(info.num_imported_memories as usize)
         .enumerate()
     {
-        let def = instance.memory_definition(wasmtime_environ::DefinedMemoryIndex::new(defined));
+        let defined = wasmtime_environ::DefinedMemoryIndex::new(defined);
+        let def = instance.memory_definition(defined);
+        let image = module.memory_images().memory(defined).cloned();
         // SAFETY: the definition slot lives in the `VMContext`, which the
         // store keeps alive as long as the memory.
-        let id = unsafe { store.new_memory(ty, Some(def))? };
+        let id = unsafe { store.new_memory(ty, Some(def), image)? };
         instance.memories.push(id);
     }
 
@@ -562,8 +656,18 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
             ElementMode::Passive => {}
         }
     }
+    let images = module.memory_images();
+    let mut copied_into = vec![false; info.memories.len()];
     for (index, segment) in info.data.iter() {
+        if let DataMode::Active { .. } = &segment.mode
+            && images.holds_segment(index)
+        {
+            // The memory's image already holds these bytes.
+            store.instances[id as usize].dropped_data[index.index()] = true;
+            continue;
+        }
         if let DataMode::Active { memory, offset } = &segment.mode {
+            copied_into[memory.index()] = true;
             let offset = instance_ref.eval_const(store, offset)?.get_i32() as u32 as usize;
             let memory = &store.memories[instance_ref.memories[memory.index()]];
             let bytes = info.data_segment_bytes(index);
@@ -593,7 +697,56 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
         // SAFETY: the start function takes and returns nothing (validated).
         unsafe { crate::runtime::func::call_raw(store, &f, &mut [])? };
     }
+    capture_pristine(store, id, info.start.is_some(), &copied_into)?;
     Ok(handle)
+}
+
+/// Records what instance `id` holds right after instantiation, for
+/// [`Instance::reset`]. `ran_start` and `copied_into` (by memory index)
+/// say which memories anything but their image may have written.
+fn capture_pristine(
+    store: &mut StoreOpaque,
+    id: u32,
+    ran_start: bool,
+    copied_into: &[bool],
+) -> Result<()> {
+    let instance = &store.instances[id as usize];
+    let info = instance.module().info();
+    let imported_memories = info.num_imported_memories as usize;
+    let imported_tables = info.num_imported_tables as usize;
+    let memories: Vec<(usize, bool)> = instance
+        .memories
+        .iter()
+        .enumerate()
+        .skip(imported_memories)
+        .map(|(index, &store_index)| (store_index, ran_start || copied_into[index]))
+        .collect();
+    let tables: Vec<usize> = instance.tables[imported_tables..].to_vec();
+    let globals: Vec<(*mut wasmtime_environ::vm::VMGlobalDefinition, [u8; 16])> = info
+        .global_inits
+        .keys()
+        .map(|defined| {
+            let def = instance.global_definition(defined);
+            // SAFETY: the storage slot is inside the live `VMContext`.
+            (def, unsafe { (*def).0 })
+        })
+        .collect();
+    let dropped_elems = instance.dropped_elems.clone();
+    let dropped_data = instance.dropped_data.clone();
+    for (store_index, written) in memories {
+        store.memories[store_index].capture_pristine(written)?;
+    }
+    let tables = tables
+        .into_iter()
+        .map(|store_index| (store_index, store.tables[store_index].snapshot()))
+        .collect();
+    store.instances[id as usize].pristine = Some(Box::new(vm::instance::Pristine {
+        tables,
+        globals,
+        dropped_elems,
+        dropped_data,
+    }));
+    Ok(())
 }
 
 /// A module together with the linker definitions for its imports, found

@@ -53,11 +53,35 @@ impl Memory {
         let store = store.as_context_mut();
         let opaque = &mut store.0.opaque;
         // SAFETY: the memory owns its definition.
-        let index = unsafe { opaque.new_memory(ty.wasm(), None)? };
+        let index = unsafe { opaque.new_memory(ty.wasm(), None, None)? };
         Ok(Memory {
             store: opaque.id(),
             index: u32::try_from(index)?,
         })
+    }
+
+    /// Puts this memory back into the state the instantiation of the
+    /// instance that defines it left it in: its size (growth is undone) and
+    /// every byte, the start function's writes included. Only the memory:
+    /// see [`Instance::reset`](crate::Instance::reset) for the whole
+    /// instance. The cost grows with the pages written since the last
+    /// reset, as there.
+    ///
+    /// # Errors
+    ///
+    /// Fails, changing nothing, if the memory belongs to another store, was
+    /// created by the host with [`Memory::new`] (it has no initial image to
+    /// go back to), or WebAssembly of the store is running (from a host
+    /// function called by a guest). Fails if a kernel call fails while
+    /// restoring; the memory's contents are then unspecified, and it may be
+    /// reset again.
+    pub fn reset_to_image(&self, mut store: impl AsContextMut) -> Result<()> {
+        let store = store.as_context_mut();
+        let opaque = &mut store.0.opaque;
+        opaque.check_store(self.store, "memory")?;
+        opaque.check_no_wasm_running("a memory")?;
+        let policy = opaque.engine().config().reset_policy;
+        opaque.memories[self.index as usize].reset(policy)
     }
 
     fn vm<'a>(&self, store: &'a StoreOpaque) -> &'a vm::Memory {

@@ -49,6 +49,9 @@ pub(crate) struct ModuleInner {
     skeleton: Box<[u8]>,
     entry_trampoline_locs: PrimaryMap<TypeIndex, FunctionLoc>,
     relocations: Box<[Relocation]>,
+    /// Copy-on-write images of the defined memories, built at the first
+    /// instantiation (`Config::memory_init_cow`).
+    memory_images: std::sync::OnceLock<crate::runtime::vm::memory_image::ModuleImages>,
 }
 
 /// Compiling entry points refuse precompiled artifacts by name instead of
@@ -402,6 +405,7 @@ impl Module {
                 offsets,
                 exports,
                 skeleton,
+                memory_images: std::sync::OnceLock::new(),
                 entry_trampoline_locs: tables.entry_trampolines,
                 relocations: tables.relocations.into(),
             }),
@@ -486,6 +490,23 @@ impl Module {
     }
 
     // ----- crate-internal accessors -----
+
+    /// The module's memory images: built on first use when the engine has
+    /// `memory_init_cow` on, none otherwise. A failure to build them (the
+    /// process is out of file descriptors, say) is logged and falls back to
+    /// copying data segments, which gives the same memory contents.
+    pub(crate) fn memory_images(&self) -> &crate::runtime::vm::memory_image::ModuleImages {
+        use crate::runtime::vm::memory_image::ModuleImages;
+        self.inner.memory_images.get_or_init(|| {
+            if !self.inner.engine.config().memory_init_cow {
+                return ModuleImages::none();
+            }
+            ModuleImages::build(&self.inner.info).unwrap_or_else(|e| {
+                log::warn!("copying data segments: no memory image: {e:#}");
+                ModuleImages::none()
+            })
+        })
+    }
 
     pub(crate) fn info(&self) -> &ModuleInfo {
         &self.inner.info

@@ -381,6 +381,9 @@ pub struct StoreOpaque {
     mmu: Option<Arc<MmuInterruptState>>,
     mmu_behavior: MmuBehavior,
     mmu_call_depth: usize,
+    /// How many calls into WebAssembly of this store are on the stack (a
+    /// reset is refused while any is).
+    wasm_call_depth: usize,
     limiter: Option<LimiterAccessor>,
     instance_limit: usize,
     memory_limit: usize,
@@ -967,6 +970,7 @@ impl StoreOpaque {
             mmu,
             mmu_behavior: MmuBehavior::Trap,
             mmu_call_depth: 0,
+            wasm_call_depth: 0,
             limiter: None,
             instance_limit: DEFAULT_INSTANCE_LIMIT,
             memory_limit: DEFAULT_MEMORY_LIMIT,
@@ -1085,6 +1089,19 @@ impl StoreOpaque {
     }
 
     /// Errors unless `id` is this store's.
+    /// Fails if WebAssembly of this store is running (the caller is a host
+    /// function it called, directly or not): `what` cannot be reset then,
+    /// since the running frames may belong to it.
+    pub(crate) fn check_no_wasm_running(&self, what: &str) -> Result<()> {
+        if self.wasm_call_depth > 0 {
+            bail!(
+                "cannot reset {what} while WebAssembly of its store is running \
+                 (from a host function called by a guest); reset it after the call returns"
+            );
+        }
+        Ok(())
+    }
+
     pub(crate) fn check_store(&self, id: StoreId, what: &str) -> Result<()> {
         if id != self.id {
             bail!("{what} used with the wrong store");
@@ -1337,6 +1354,7 @@ impl StoreOpaque {
         &mut self,
         ty: &WasmMemoryType,
         definition: Option<*mut wasmtime_environ::vm::VMMemoryDefinition>,
+        image: Option<Arc<vm::memory_image::MemoryImage>>,
     ) -> Result<usize> {
         if self.memories.len() >= self.memory_limit {
             bail!(
@@ -1360,7 +1378,8 @@ impl StoreOpaque {
         // function's contract); `&mut self` means we run on the store's
         // thread, in host code, and the memory lives in `self.memories`, so
         // it is grown and dropped there too.
-        let memory = unsafe { vm::Memory::new(ty, &tunables, definition, self.mmu.clone())? };
+        let memory =
+            unsafe { vm::Memory::new(ty, &tunables, definition, self.mmu.clone(), image)? };
         self.memories.push(memory);
         Ok(self.memories.len() - 1)
     }
@@ -1638,6 +1657,7 @@ impl StoreOpaque {
             None => std::ptr::null(),
         };
         let store: *mut StoreOpaque = self;
+        self.wasm_call_depth += 1;
         // SAFETY: the store context and code registry live as long as the
         // store; the rest is the caller's contract.
         let result = unsafe {
@@ -1656,6 +1676,7 @@ impl StoreOpaque {
                 values,
             )
         };
+        self.wasm_call_depth -= 1;
         if let Some(mmu) = &self.mmu {
             self.mmu_call_depth -= 1;
             if self.mmu_call_depth == 0 {

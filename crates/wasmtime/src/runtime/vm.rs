@@ -8,6 +8,7 @@ pub mod fiber;
 pub mod instance;
 pub mod libcalls;
 pub mod memory;
+pub mod memory_image;
 pub mod mmu_interrupt;
 pub mod table;
 pub mod traphandlers;
@@ -30,6 +31,7 @@ pub mod arch {
 pub mod sys {
     /// Linux (and, in principle, other Unix) support.
     pub mod unix {
+        pub mod dirty_pages;
         pub mod mmap;
         pub mod signals;
     }

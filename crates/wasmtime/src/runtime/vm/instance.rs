@@ -147,6 +147,24 @@ pub struct Instance {
     pub dropped_elems: Vec<bool>,
     /// Which data segments have been dropped.
     pub dropped_data: Vec<bool>,
+    /// What the instance held when instantiation finished (set at its
+    /// end; `None` while instantiating).
+    pub pristine: Option<Box<Pristine>>,
+}
+
+/// The state [`Instance::reset`](crate::Instance::reset) returns an
+/// instance to, apart from its memories (each defined memory keeps its own,
+/// see `Memory::capture_pristine`).
+#[derive(Debug)]
+pub struct Pristine {
+    /// Store index and elements of each defined table.
+    pub tables: Vec<(usize, Vec<usize>)>,
+    /// Storage and value of each defined global.
+    pub globals: Vec<(*mut VMGlobalDefinition, [u8; 16])>,
+    /// The drop flags of element segments.
+    pub dropped_elems: Vec<bool>,
+    /// The drop flags of data segments.
+    pub dropped_data: Vec<bool>,
 }
 
 // SAFETY: an instance is owned by its store and only used through it.
@@ -189,6 +207,7 @@ impl Instance {
             imported_funcs: Vec::with_capacity(info.num_imported_funcs as usize),
             dropped_elems: vec![false; info.elements.len()],
             dropped_data: vec![false; info.data.len()],
+            pristine: None,
         });
         let back: *mut Instance = &mut *instance;
         // SAFETY: the allocation is at least `PREFIX + size_of::<header>`

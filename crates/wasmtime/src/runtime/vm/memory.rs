@@ -18,10 +18,14 @@
 //! protects it; a memory that moves registers its new page before its base
 //! is published and unregisters the old one before unmapping it.
 
+use super::memory_image::MemoryImage;
 use super::mmu_interrupt::MmuInterruptState;
-use super::sys::unix::mmap::Mmap;
+use super::sys::unix::dirty_pages::PageTracker;
+use super::sys::unix::mmap::{Mmap, host_page_size};
+use crate::ResetPolicy;
 use anyhow::{Context, Result, bail};
 use std::cell::UnsafeCell;
+use std::ops::Range;
 use std::sync::Arc;
 use wasmtime_environ::vm::{MMU_POLL_PAGE_SIZE, VMMemoryDefinition};
 use wasmtime_environ::{
@@ -48,6 +52,48 @@ pub struct Memory {
     /// The store's MMU state, with which the poll page below the base is
     /// registered (when the plan has one).
     mmu: Option<Arc<MmuInterruptState>>,
+    /// The copy-on-write image of the memory's initial contents, mapped at
+    /// its offset while `mapping_has_image`.
+    image: Option<Arc<MemoryImage>>,
+    /// Whether `mmap` is still the mapping made at creation (growth that
+    /// moves the memory replaces it with a plain copy).
+    original_mapping: bool,
+    /// The state a reset returns to, for memories defined by an instance
+    /// (`Memory::capture_pristine`).
+    pristine: Option<Box<Pristine>>,
+}
+
+/// What a defined memory held right after its instance was instantiated,
+/// and how its resets find the pages written since.
+#[derive(Debug)]
+struct Pristine {
+    /// Size in bytes at the end of instantiation.
+    accessible: usize,
+    /// Byte offsets (sorted, host-page aligned) of the pages instantiation
+    /// wrote on top of the image or zeros: data segments that are not in
+    /// the image, and whatever the start function wrote.
+    overlay_offsets: Vec<usize>,
+    /// Their bytes, one host page each, in the same order.
+    overlay_bytes: Vec<u8>,
+    discovery: Discovery,
+    /// Reused from reset to reset, so that a reset allocates nothing.
+    written: Vec<Range<usize>>,
+    /// Bytes the last reset found written (for tests and benchmarks).
+    last_written_bytes: usize,
+}
+
+/// How a reset learns which pages were written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Discovery {
+    /// Pages holding private data (`PageTracker::anonymous_pages`): exactly
+    /// those written since mapping, or since last decommitted; a page
+    /// restored by copying stays in the set.
+    PrivateData,
+    /// Registered with userfaultfd and write-protected: exactly the pages
+    /// written since the last reset.
+    WriteProtected,
+    /// The kernel cannot tell (no `PAGEMAP_SCAN`): every page.
+    Everything,
 }
 
 // SAFETY: the memory exclusively owns its mapping; the definition pointer
@@ -81,6 +127,7 @@ impl Memory {
         tunables: &Tunables,
         definition: Option<*mut VMMemoryDefinition>,
         mmu: Option<Arc<MmuInterruptState>>,
+        image: Option<Arc<MemoryImage>>,
     ) -> Result<Box<Memory>> {
         if ty.minimum > WASM32_MAX_PAGES {
             bail!(
@@ -100,7 +147,12 @@ impl Memory {
         let minimum = usize::try_from(ty.minimum * WASM_PAGE_SIZE)?;
         let reservation = usize::try_from(plan.reservation)?;
         let poll_mode = mmu.as_deref().map(MmuInterruptState::mode);
-        let mmap = map_memory(&plan, reservation, minimum, poll_mode)?;
+        if let Some(image) = &image
+            && image.offset() + image.len() > minimum
+        {
+            bail!("a memory image does not fit in its memory's minimum size");
+        }
+        let mmap = map_memory(&plan, reservation, minimum, poll_mode, image.as_deref())?;
         let (definition, owned) = match definition {
             Some(d) => (d, None),
             None => {
@@ -123,6 +175,9 @@ impl Memory {
             definition,
             _owned_definition: owned,
             mmu: if plan.mmu_poll_page { mmu } else { None },
+            image,
+            original_mapping: true,
+            pristine: None,
         });
         memory.register_poll_page();
         memory.publish();
@@ -229,7 +284,7 @@ impl Memory {
                 .checked_next_multiple_of(WASM_PAGE_SIZE)?;
             let reservation = usize::try_from(reservation).ok()?;
             let poll_mode = self.mmu.as_deref().map(MmuInterruptState::mode);
-            let mmap = map_memory(&self.plan, reservation, new_len, poll_mode).ok()?;
+            let mmap = map_memory(&self.plan, reservation, new_len, poll_mode, None).ok()?;
             // SAFETY: both ranges are read-write and at least `accessible`
             // bytes long; the mappings are distinct.
             unsafe {
@@ -248,11 +303,279 @@ impl Memory {
             self.register_poll_page();
             drop(old);
             self.reservation = reservation;
+            self.original_mapping = false;
         }
         self.accessible = new_len;
         self.publish();
         Some(old_pages)
     }
+}
+
+impl Memory {
+    /// Records the memory's current state as the one resets return to.
+    /// Called once, at the end of instantiating the instance that defines
+    /// it.
+    ///
+    /// `written_by_instantiation` says whether anything may have written
+    /// the memory since it was mapped (a data segment copied instead of
+    /// imaged, or a start function); if not, the pristine state is the
+    /// image and zeros, and nothing is scanned or copied.
+    ///
+    /// # Errors
+    ///
+    /// If the kernel's page query fails.
+    pub fn capture_pristine(&mut self, written_by_instantiation: bool) -> Result<()> {
+        let tracker = PageTracker::get();
+        let mut pristine = Box::new(Pristine {
+            accessible: self.accessible,
+            overlay_offsets: Vec::new(),
+            overlay_bytes: Vec::new(),
+            discovery: if tracker.is_some() {
+                Discovery::PrivateData
+            } else {
+                Discovery::Everything
+            },
+            written: Vec::new(),
+            last_written_bytes: 0,
+        });
+        if written_by_instantiation {
+            let page = host_page_size();
+            let mut written = Vec::new();
+            match tracker {
+                Some(tracker) => {
+                    tracker.anonymous_pages(self.base(), self.accessible, &mut written)?
+                }
+                // Without the kernel's help, compare every page with what
+                // it would hold untouched (only on kernels before 6.7).
+                None => written.extend(
+                    (0..self.accessible)
+                        .step_by(page)
+                        .filter(|&offset| {
+                            self.page_bytes(offset) != self.untouched_page(offset, page)
+                        })
+                        .map(|offset| offset..offset + page),
+                ),
+            }
+            for range in written {
+                for offset in range.step_by(page) {
+                    pristine.overlay_offsets.push(offset);
+                    pristine
+                        .overlay_bytes
+                        .extend_from_slice(self.page_bytes(offset));
+                }
+            }
+        }
+        self.pristine = Some(pristine);
+        Ok(())
+    }
+
+    /// The `page` bytes at `offset` as they are now.
+    fn page_bytes(&self, offset: usize) -> &[u8] {
+        debug_assert!(offset + host_page_size() <= self.accessible);
+        // SAFETY: the page is inside the accessible part of the memory; the
+        // caller (a reset or capture, with the store borrowed mutably) runs
+        // no guest code meanwhile, so nothing writes it while borrowed.
+        unsafe { std::slice::from_raw_parts(self.base().add(offset), host_page_size()) }
+    }
+
+    /// What page `offset` holds when nothing has written it: the image's
+    /// bytes, or `None` for zeros.
+    fn image_page(&self, offset: usize) -> Option<&[u8]> {
+        let image = self.image.as_deref()?;
+        let start = offset.checked_sub(image.offset())?;
+        image.bytes().get(start..start + host_page_size())
+    }
+
+    fn untouched_page(&self, offset: usize, page: usize) -> &[u8] {
+        static ZEROS: [u8; 65536] = [0; 65536];
+        self.image_page(offset).unwrap_or(&ZEROS[..page])
+    }
+
+    /// Puts the memory back into the state recorded by
+    /// [`Memory::capture_pristine`]: its size, and every byte.
+    ///
+    /// # Errors
+    ///
+    /// If the memory has no recorded state (it was created by the host, not
+    /// by an instance), or a kernel call fails; the memory's contents are
+    /// then unspecified, but it stays mapped and usable, and a later reset
+    /// may succeed.
+    pub fn reset(&mut self, policy: ResetPolicy) -> Result<()> {
+        let mut pristine = self.pristine.take().context(
+            "this memory was created by the host, not by an instance: it has no initial state to reset to",
+        )?;
+        let result = self.reset_to(&mut pristine, policy);
+        self.pristine = Some(pristine);
+        result
+    }
+
+    fn reset_to(&mut self, pristine: &mut Pristine, policy: ResetPolicy) -> Result<()> {
+        if !self.original_mapping {
+            return self.remap(pristine);
+        }
+        let page = host_page_size();
+        if self.accessible > pristine.accessible {
+            let grown = self.accessible - pristine.accessible;
+            let start = self.base_offset + pristine.accessible;
+            // SAFETY: the grown pages are this memory's own; nothing runs
+            // guest code during a reset, and the memory's published length
+            // shrinks below them right after, so nobody may rely on them.
+            unsafe {
+                self.mmap.decommit(start, grown)?;
+                self.mmap.protect(start, grown, libc::PROT_NONE)?;
+            }
+            self.accessible = pristine.accessible;
+            self.publish();
+        }
+        let mut written = std::mem::take(&mut pristine.written);
+        written.clear();
+        let tracker = PageTracker::get();
+        match (pristine.discovery, tracker) {
+            (Discovery::PrivateData, Some(tracker)) => {
+                tracker.anonymous_pages(self.base(), pristine.accessible, &mut written)?
+            }
+            (Discovery::WriteProtected, Some(tracker)) => {
+                tracker.written_since_protect(self.base(), pristine.accessible, &mut written)?
+            }
+            _ => written.push(0..pristine.accessible),
+        }
+        let written_bytes: usize = written.iter().map(|r| r.len()).sum();
+        pristine.last_written_bytes = written_bytes;
+        let decommit = match policy {
+            ResetPolicy::Decommit => true,
+            ResetPolicy::ShootdownFree { resident_budget } => written_bytes > resident_budget,
+            _ => false,
+        };
+        for range in &written {
+            if decommit {
+                // SAFETY: the range is inside the accessible memory (the
+                // scan covered nothing else); its contents are about to be
+                // replaced by the pristine ones, which is the point.
+                unsafe {
+                    self.mmap
+                        .decommit(self.base_offset + range.start, range.len())?
+                };
+                for offset in range.clone().step_by(page) {
+                    if let Some(bytes) = overlay_page(pristine, offset, page) {
+                        self.write_page(offset, bytes);
+                    }
+                }
+            } else {
+                for offset in range.clone().step_by(page) {
+                    self.restore_page(pristine, offset, page);
+                }
+            }
+        }
+        if policy == ResetPolicy::Copy
+            && let Some(tracker) = tracker
+            && tracker.write_protect_available()
+        {
+            match pristine.discovery {
+                Discovery::PrivateData => {
+                    // The first reset under this policy: from now on the
+                    // kernel tells exactly which pages get written.
+                    // SAFETY: the reservation is this memory's own mapping;
+                    // registration outlives it harmlessly (unmapping
+                    // unregisters).
+                    unsafe {
+                        tracker.register_write_protect(self.base(), self.reservation)?;
+                        tracker.write_protect(self.base(), pristine.accessible)?;
+                    }
+                    pristine.discovery = Discovery::WriteProtected;
+                }
+                Discovery::WriteProtected => {
+                    if let (Some(first), Some(last)) = (written.first(), written.last()) {
+                        // One call over the span flushes the TLB once,
+                        // where one call per range would flush per range.
+                        // SAFETY: inside the registered, accessible memory.
+                        unsafe {
+                            tracker.write_protect(
+                                self.base().add(first.start),
+                                last.end - first.start,
+                            )?
+                        };
+                    }
+                }
+                Discovery::Everything => {}
+            }
+        }
+        pristine.written = written;
+        Ok(())
+    }
+
+    /// How many bytes the last reset found written, if this memory was
+    /// ever reset.
+    #[cfg(test)]
+    pub fn last_reset_written_bytes(&self) -> Option<usize> {
+        self.pristine.as_ref().map(|p| p.last_written_bytes)
+    }
+
+    /// Copies page `offset`'s pristine bytes into it.
+    fn restore_page(&self, pristine: &Pristine, offset: usize, page: usize) {
+        match overlay_page(pristine, offset, page).or_else(|| self.image_page(offset)) {
+            Some(bytes) => self.write_page(offset, bytes),
+            // SAFETY: the page is inside the accessible memory (callers
+            // iterate over ranges of it); no guest code runs during a reset.
+            None => unsafe { std::ptr::write_bytes(self.base().add(offset), 0, page) },
+        }
+    }
+
+    fn write_page(&self, offset: usize, bytes: &[u8]) {
+        debug_assert!(offset + bytes.len() <= self.accessible);
+        // SAFETY: the page is inside the accessible memory, and `bytes`
+        // (the image's read-only view or the overlay) is not linear memory.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base().add(offset), bytes.len())
+        };
+    }
+
+    /// The reset of a memory that growth moved: a fresh mapping of the
+    /// original reservation with the image, the overlay copied in.
+    fn remap(&mut self, pristine: &mut Pristine) -> Result<()> {
+        let page = host_page_size();
+        let reservation = usize::try_from(self.plan.reservation)?.max(pristine.accessible);
+        let poll_mode = self.mmu.as_deref().map(MmuInterruptState::mode);
+        let mmap = map_memory(
+            &self.plan,
+            reservation,
+            pristine.accessible,
+            poll_mode,
+            self.image.as_deref(),
+        )?;
+        for (i, &offset) in pristine.overlay_offsets.iter().enumerate() {
+            let bytes = &pristine.overlay_bytes[i * page..(i + 1) * page];
+            // SAFETY: the overlay's pages lie below the pristine size, all
+            // accessible in the new mapping, which nothing else uses yet.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    bytes.as_ptr(),
+                    mmap.as_ptr().add(self.base_offset + offset),
+                    page,
+                )
+            };
+        }
+        // As in `grow`: the old poll page is forgotten before its mapping
+        // goes, the new one registered before compiled code sees the base.
+        self.unregister_poll_page();
+        let old = std::mem::replace(&mut self.mmap, mmap);
+        self.register_poll_page();
+        drop(old);
+        self.reservation = reservation;
+        self.accessible = pristine.accessible;
+        self.original_mapping = true;
+        pristine.discovery = match PageTracker::get() {
+            Some(_) => Discovery::PrivateData,
+            None => Discovery::Everything,
+        };
+        self.publish();
+        Ok(())
+    }
+}
+
+/// The overlay's bytes for page `offset`, if instantiation wrote it.
+fn overlay_page(pristine: &Pristine, offset: usize, page: usize) -> Option<&[u8]> {
+    let i = pristine.overlay_offsets.binary_search(&offset).ok()?;
+    Some(&pristine.overlay_bytes[i * page..(i + 1) * page])
 }
 
 impl Drop for Memory {
@@ -270,6 +593,7 @@ fn map_memory(
     reservation: usize,
     accessible: usize,
     poll_mode: Option<MmuInterruptionMode>,
+    image: Option<&MemoryImage>,
 ) -> Result<Mmap> {
     let total = plan
         .guard_before
@@ -283,6 +607,16 @@ fn map_memory(
     let guard_before = usize::try_from(plan.guard_before)?;
     // SAFETY: the mapping is fresh and `accessible <= reservation`.
     unsafe { mmap.make_accessible(guard_before, accessible)? };
+    if let Some(image) = image {
+        if image.offset() + image.len() > accessible {
+            bail!("a memory image does not fit in its memory");
+        }
+        // SAFETY: the range lies in the fresh, accessible part of the
+        // reservation (checked just above), which holds only zeros nobody
+        // has seen; the image's memfd is sealed against shrinking and holds
+        // `len` bytes.
+        unsafe { mmap.map_file_at(guard_before + image.offset(), image.len(), image.fd())? };
+    }
     if plan.mmu_poll_page {
         // `MemoryPlan::for_memory` makes the leading guard at least one Wasm
         // page when there is a poll page.
@@ -311,7 +645,7 @@ mod tests {
     fn grow_in_place() {
         let tunables = Tunables::default();
         // SAFETY: the memory owns its definition.
-        let mut m = unsafe { Memory::new(&ty(1, Some(4)), &tunables, None, None) }.unwrap();
+        let mut m = unsafe { Memory::new(&ty(1, Some(4)), &tunables, None, None, None) }.unwrap();
         let base = m.base();
         // SAFETY: the definition is owned by `m`.
         unsafe {
@@ -339,7 +673,7 @@ mod tests {
             ..Tunables::default()
         };
         // SAFETY: the memory owns its definition.
-        let mut m = unsafe { Memory::new(&ty(1, None), &tunables, None, None) }.unwrap();
+        let mut m = unsafe { Memory::new(&ty(1, None), &tunables, None, None, None) }.unwrap();
         // SAFETY: one page is accessible.
         unsafe { *m.base().add(10) = 42 };
         let old = m.base();
@@ -364,18 +698,137 @@ mod tests {
             ..Tunables::default()
         };
         // SAFETY: the memory owns its definition.
-        let mut m = unsafe { Memory::new(&ty(1, None), &tunables, None, None) }.unwrap();
+        let mut m = unsafe { Memory::new(&ty(1, None), &tunables, None, None, None) }.unwrap();
         assert_eq!(m.grow(1), Some(1));
         assert_eq!(m.grow(1), None);
+    }
+
+    /// A memory of `pages` Wasm pages with `b"image"` at 4096 in a CoW
+    /// image, its pristine state captured.
+    fn imaged_memory(pages: u64) -> Box<Memory> {
+        let wat = format!(r#"(module (memory {pages}) (data (i32.const 4096) "image"))"#);
+        let bytes = wat::parse_str(&wat).unwrap();
+        let info = wasmtime_environ::ModuleTranslation::new(
+            wasmtime_environ::wasmparser::WasmFeatures::default(),
+            &bytes,
+        )
+        .unwrap()
+        .module;
+        let images = super::super::memory_image::ModuleImages::build(&info).unwrap();
+        let image = images
+            .memory(wasmtime_environ::DefinedMemoryIndex::from_u32(0))
+            .cloned();
+        assert!(image.is_some());
+        // SAFETY: the memory owns its definition.
+        let mut m =
+            unsafe { Memory::new(&ty(pages, None), &Tunables::default(), None, None, image) }
+                .unwrap();
+        m.capture_pristine(false).unwrap();
+        m
+    }
+
+    fn poke(m: &Memory, offset: usize, value: u8) {
+        assert!(offset < m.byte_size());
+        // SAFETY: in bounds (checked above).
+        unsafe { *m.base().add(offset) = value };
+    }
+
+    fn peek(m: &Memory, offset: usize) -> u8 {
+        assert!(offset < m.byte_size());
+        // SAFETY: in bounds (checked above).
+        unsafe { *m.base().add(offset) }
+    }
+
+    /// Writes two different pages per round and returns what each reset
+    /// found written, checking the contents every time.
+    fn rotate(m: &mut Memory, policy: ResetPolicy, rounds: usize) -> Vec<usize> {
+        let page = host_page_size();
+        let pages = m.byte_size() / page;
+        (0..rounds)
+            .map(|round| {
+                poke(m, 4096, b'X');
+                poke(m, (round * 2 + 5) % pages * page + 7, 1);
+                m.reset(policy).unwrap();
+                assert_eq!(peek(m, 4096), b'i', "round {round}: the image is back");
+                assert_eq!(
+                    peek(m, (round * 2 + 5) % pages * page + 7),
+                    0,
+                    "round {round}"
+                );
+                m.last_reset_written_bytes().unwrap() / page
+            })
+            .collect()
+    }
+
+    #[test]
+    fn copy_policy_is_exact_with_write_protection() {
+        let Some(tracker) = PageTracker::get() else {
+            eprintln!("skipped: this kernel has no PAGEMAP_SCAN");
+            return;
+        };
+        let mut m = imaged_memory(4);
+        let found = rotate(&mut m, ResetPolicy::Copy, 20);
+        if tracker.write_protect_available() {
+            assert!(found.iter().all(|&n| n == 2), "no ratchet: {found:?}");
+        } else {
+            eprintln!("userfaultfd refused here: checking the ratchet instead");
+            assert!(found.windows(2).all(|w| w[1] >= w[0]), "{found:?}");
+        }
+    }
+
+    #[test]
+    fn shootdown_free_ratchets_within_its_budget() {
+        if PageTracker::get().is_none() {
+            eprintln!("skipped: this kernel has no PAGEMAP_SCAN");
+            return;
+        }
+        let page = host_page_size();
+        let mut m = imaged_memory(4);
+        let policy = ResetPolicy::ShootdownFree {
+            resident_budget: 8 * page,
+        };
+        let found = rotate(&mut m, policy, 12);
+        // Restored pages stay private: the set grows by one page a round
+        // (the image page is the same each time) until it outgrows the
+        // budget, and that reset decommits it and starts over.
+        assert_eq!(&found[..8], &[2, 3, 4, 5, 6, 7, 8, 9], "{found:?}");
+        assert_eq!(found[8], 2, "{found:?}");
+    }
+
+    #[test]
+    fn decommit_policy_is_exact() {
+        if PageTracker::get().is_none() {
+            eprintln!("skipped: this kernel has no PAGEMAP_SCAN");
+            return;
+        }
+        let mut m = imaged_memory(4);
+        let found = rotate(&mut m, ResetPolicy::Decommit, 10);
+        assert!(found.iter().all(|&n| n == 2), "{found:?}");
+    }
+
+    #[test]
+    fn reset_undoes_growth_and_moves() {
+        let mut m = imaged_memory(1);
+        assert_eq!(m.grow(2), Some(1));
+        poke(&m, 2 * 65536 + 5, 3);
+        m.reset(ResetPolicy::Copy).unwrap();
+        assert_eq!(m.byte_size(), 65536);
+        assert_eq!(m.grow(2), Some(1));
+        assert_eq!(peek(&m, 2 * 65536 + 5), 0, "grown pages come back as zeros");
+        // A memory with no pristine state refuses.
+        // SAFETY: the memory owns its definition.
+        let mut host =
+            unsafe { Memory::new(&ty(1, None), &Tunables::default(), None, None, None) }.unwrap();
+        assert!(host.reset(ResetPolicy::Copy).is_err());
     }
 
     #[test]
     fn limits() {
         let tunables = Tunables::default();
         // SAFETY: the memory owns its definition.
-        assert!(unsafe { Memory::new(&ty(65537, None), &tunables, None, None) }.is_err());
+        assert!(unsafe { Memory::new(&ty(65537, None), &tunables, None, None, None) }.is_err());
         // SAFETY: as above.
-        let mut m = unsafe { Memory::new(&ty(0, None), &tunables, None, None) }.unwrap();
+        let mut m = unsafe { Memory::new(&ty(0, None), &tunables, None, None, None) }.unwrap();
         assert_eq!(m.grow(65537), None);
         assert_eq!(m.grow(u64::MAX), None);
         assert_eq!(m.byte_size(), 0);

@@ -192,6 +192,20 @@ impl Table {
         self.publish();
         Some(old)
     }
+
+    /// All elements, in order.
+    pub fn snapshot(&self) -> Vec<usize> {
+        (0..self.size()).filter_map(|i| self.get(i)).collect()
+    }
+
+    /// Makes the table exactly `elements` (its size included), as taken
+    /// by [`Table::snapshot`]; a table grown since shrinks back. The buffer
+    /// keeps its capacity, so resetting again and again allocates nothing.
+    pub fn reset_to(&mut self, elements: &[usize]) {
+        self.elements.clear();
+        self.elements.extend_from_slice(elements);
+        self.publish();
+    }
 }
 
 #[cfg(test)]
@@ -225,5 +239,11 @@ mod tests {
         assert!(t.init(2, &[1, 2]));
         assert!(!t.init(3, &[1, 2]));
         assert_eq!(t.read(0, 4), Some(vec![3, 9, 1, 2]));
+        let pristine = vec![5, 6];
+        t.reset_to(&pristine);
+        assert_eq!(t.size(), 2);
+        // SAFETY: the definition is owned by `t`.
+        unsafe { assert_eq!((*t.definition()).current_elements, 2) };
+        assert_eq!(t.snapshot(), pristine);
     }
 }

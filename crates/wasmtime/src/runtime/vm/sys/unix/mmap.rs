@@ -233,6 +233,113 @@ impl Mmap {
     }
 }
 
+impl Mmap {
+    /// Maps `fd` (from its start, `len` bytes) shared and read-only at a
+    /// kernel-chosen address: a view of the file's bytes that follows the
+    /// file and can never be written through.
+    pub fn view_file(fd: &std::os::fd::OwnedFd, len: usize) -> Result<Mmap> {
+        use std::os::fd::AsRawFd;
+        if len == 0 {
+            return Ok(Mmap::empty());
+        }
+        // SAFETY: a new mapping at a kernel-chosen address aliases no
+        // existing memory; `PROT_READ` means nothing here can write the
+        // file through it.
+        let ptr = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            bail!("failed to map a file view: {}", io::Error::last_os_error());
+        }
+        Ok(Mmap {
+            ptr: NonNull::new(ptr.cast()).ok_or_else(|| anyhow::anyhow!("mmap returned null"))?,
+            len,
+        })
+    }
+
+    /// Replaces `[offset, offset + len)` of this mapping with the first
+    /// `len` bytes of `fd`, private and read-write: reads see the file's
+    /// pages (shared with every other such mapping) until a write copies
+    /// the written page.
+    ///
+    /// # Safety
+    ///
+    /// The range's old contents are discarded: nothing may still use them.
+    /// The file must hold at least `len` bytes and never shrink (a sealed
+    /// memfd), or reads past its end raise `SIGBUS`.
+    pub unsafe fn map_file_at(
+        &self,
+        offset: usize,
+        len: usize,
+        fd: &std::os::fd::OwnedFd,
+    ) -> Result<()> {
+        use std::os::fd::AsRawFd;
+        if len == 0 {
+            return Ok(());
+        }
+        let in_bounds = offset.checked_add(len).is_some_and(|end| end <= self.len);
+        if !in_bounds {
+            bail!("file mapping outside of the reservation");
+        }
+        // SAFETY: `MAP_FIXED` replaces pages of our own reservation only
+        // (bounds checked above), whose contents the caller gave up.
+        let ptr = unsafe {
+            libc::mmap(
+                self.ptr.as_ptr().add(offset).cast(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_FIXED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            bail!(
+                "failed to map a memory image: {}",
+                io::Error::last_os_error()
+            );
+        }
+        Ok(())
+    }
+
+    /// Throws away the private contents of `[offset, offset + len)`: later
+    /// reads see the backing file's bytes again (for a private file
+    /// mapping) or zeros (anonymous memory). Protection is unchanged.
+    ///
+    /// # Safety
+    ///
+    /// Nothing may rely on the range's current contents.
+    pub unsafe fn decommit(&self, offset: usize, len: usize) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let in_bounds = offset.checked_add(len).is_some_and(|end| end <= self.len);
+        if !in_bounds {
+            bail!("decommit outside of the mapping");
+        }
+        // SAFETY: the range is inside this private mapping (checked
+        // above); the caller gave up its contents.
+        let rc = unsafe {
+            libc::madvise(
+                self.ptr.as_ptr().add(offset).cast(),
+                len,
+                libc::MADV_DONTNEED,
+            )
+        };
+        if rc != 0 {
+            bail!("failed to decommit memory: {}", io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
 impl Drop for Mmap {
     fn drop(&mut self) {
         if self.len == 0 {

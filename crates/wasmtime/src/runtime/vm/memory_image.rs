@@ -1,0 +1,309 @@
+//! Copy-on-write images of linear memories' initial contents.
+//!
+//! A defined memory whose active data segments all sit at constant offsets
+//! inside its minimum size gets one *image*: the bytes those segments
+//! produce, from the first written host page to the last, in a sealed
+//! memfd. Instantiation maps the memfd `MAP_PRIVATE` over that part of the
+//! fresh memory instead of copying the segments, so every instance shares
+//! the image's pages until it writes one, and a reset can send a written
+//! page back to the image with one `madvise` or copy it from the image's
+//! read-only view.
+//!
+//! A memory gets no image (its segments are copied as before) when a
+//! segment's offset reads a global, when a segment does not fit (the copy
+//! path traps at the right segment), when it has no segments, or when the
+//! image would be mostly holes (more than [`MAX_SPARSE_FACTOR`] times the
+//! data it holds, beyond [`SMALL_IMAGE`]): mapping a large file of zeros
+//! would cost more address space and page cache than it saves.
+
+use super::sys::unix::mmap::{Mmap, host_page_size};
+use anyhow::{Context, Result, bail};
+use std::io::Write;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::Arc;
+use wasmtime_environ::{
+    ConstExpr, ConstOp, DataMode, DefinedMemoryIndex, EntityRef, ModuleInfo, PrimaryMap,
+    WASM_PAGE_SIZE,
+};
+
+/// Images up to this size are built however sparse they are.
+const SMALL_IMAGE: usize = 1 << 20;
+
+/// Beyond [`SMALL_IMAGE`], an image may be at most this many times larger
+/// than the data bytes it holds.
+const MAX_SPARSE_FACTOR: usize = 4;
+
+/// One memory's initial contents from `offset` on, in a sealed memfd.
+#[derive(Debug)]
+pub struct MemoryImage {
+    fd: OwnedFd,
+    offset: usize,
+    view: Mmap,
+}
+
+impl MemoryImage {
+    /// Byte offset in linear memory where the image begins (host-page
+    /// aligned).
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// Length in bytes (a multiple of the host page size).
+    pub fn len(&self) -> usize {
+        self.view.len()
+    }
+
+    /// The memfd, for mapping.
+    pub fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+
+    /// The image's bytes: linear-memory bytes `offset..offset + len`.
+    pub fn bytes(&self) -> &[u8] {
+        if self.view.len() == 0 {
+            return &[];
+        }
+        // SAFETY: the view is a read-only shared mapping of a memfd sealed
+        // against writes and resizing, so its `len` bytes stay mapped and
+        // unchanged while `self` (which owns the view) lives.
+        unsafe { std::slice::from_raw_parts(self.view.as_ptr(), self.view.len()) }
+    }
+
+    fn new(offset: usize, bytes: &[u8]) -> Result<MemoryImage> {
+        let name = c"wasm-memory-image";
+        // SAFETY: `memfd_create` takes a NUL-terminated name and flags and
+        // returns a new descriptor or -1; it touches no memory of ours.
+        let raw = unsafe {
+            libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+        };
+        if raw < 0 {
+            bail!(
+                "failed to create a memory image: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        // SAFETY: `raw` is a fresh descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let mut file = std::fs::File::from(fd);
+        file.write_all(bytes)
+            .context("failed to write a memory image")?;
+        let fd = OwnedFd::from(file);
+        let seals =
+            libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
+        // SAFETY: `fcntl(F_ADD_SEALS)` on our own descriptor only changes
+        // what later writers of the file may do.
+        let rc = unsafe {
+            libc::fcntl(
+                std::os::fd::AsRawFd::as_raw_fd(&fd),
+                libc::F_ADD_SEALS,
+                seals,
+            )
+        };
+        if rc != 0 {
+            bail!(
+                "failed to seal a memory image: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        let view = Mmap::view_file(&fd, bytes.len())?;
+        Ok(MemoryImage { fd, offset, view })
+    }
+}
+
+/// The images of a module's defined memories, and which active data
+/// segments they already hold.
+#[derive(Debug, Default)]
+pub struct ModuleImages {
+    memories: PrimaryMap<DefinedMemoryIndex, Option<Arc<MemoryImage>>>,
+    /// By data index: whether the segment's bytes are in an image (so
+    /// instantiation does not copy them).
+    in_image: Vec<bool>,
+}
+
+impl ModuleImages {
+    /// No images: every segment is copied.
+    pub fn none() -> ModuleImages {
+        ModuleImages::default()
+    }
+
+    /// Builds the images `info`'s memories can have.
+    ///
+    /// # Errors
+    ///
+    /// If a memfd cannot be created, written, sealed or mapped.
+    pub fn build(info: &ModuleInfo) -> Result<ModuleImages> {
+        let page = host_page_size();
+        let mut images = ModuleImages {
+            memories: PrimaryMap::new(),
+            in_image: vec![false; info.data.len()],
+        };
+        for (memory, ty) in info
+            .memories
+            .iter()
+            .skip(info.num_imported_memories as usize)
+        {
+            let minimum = ty.minimum.saturating_mul(WASM_PAGE_SIZE);
+            let mut segments = Vec::new();
+            let mut imageable = true;
+            for (index, segment) in info.data.iter() {
+                let DataMode::Active {
+                    memory: target,
+                    offset,
+                } = &segment.mode
+                else {
+                    continue;
+                };
+                if *target != memory {
+                    continue;
+                }
+                let start = constant_offset(offset);
+                let len = segment.range.len() as u64;
+                match start {
+                    Some(start) if start.checked_add(len).is_some_and(|end| end <= minimum) => {
+                        segments.push((index, start as usize, segment.range.clone()));
+                    }
+                    _ => imageable = false,
+                }
+            }
+            let image = if imageable && !segments.is_empty() {
+                let lo = segments.iter().map(|s| s.1).min().unwrap_or(0) / page * page;
+                let hi = segments
+                    .iter()
+                    .map(|s| s.1 + s.2.len())
+                    .max()
+                    .unwrap_or(0)
+                    .next_multiple_of(page);
+                let data: usize = segments.iter().map(|s| s.2.len()).sum();
+                let span = hi - lo;
+                if data == 0 || (span > SMALL_IMAGE && span / MAX_SPARSE_FACTOR > data) {
+                    None
+                } else {
+                    let mut bytes = vec![0u8; span];
+                    for (_, start, range) in &segments {
+                        bytes[start - lo..start - lo + range.len()]
+                            .copy_from_slice(&info.data_bytes[range.clone()]);
+                    }
+                    for (index, _, _) in &segments {
+                        images.in_image[index.index()] = true;
+                    }
+                    Some(Arc::new(MemoryImage::new(lo, &bytes)?))
+                }
+            } else {
+                None
+            };
+            let defined = info
+                .defined_memory_index(memory)
+                .context("defined memory without a defined index")?;
+            let pushed = images.memories.push(image);
+            debug_assert_eq!(pushed, defined);
+        }
+        Ok(images)
+    }
+
+    /// The image of defined memory `index`, if it has one.
+    pub fn memory(&self, index: DefinedMemoryIndex) -> Option<&Arc<MemoryImage>> {
+        self.memories.get(index)?.as_ref()
+    }
+
+    /// Whether active data segment `index` is already in an image.
+    pub fn holds_segment(&self, index: wasmtime_environ::DataIndex) -> bool {
+        self.in_image.get(index.index()).copied().unwrap_or(false)
+    }
+}
+
+/// The value of a segment offset that needs no instance (constants and
+/// extended-const arithmetic on them), as an unsigned 32-bit offset.
+fn constant_offset(expr: &ConstExpr) -> Option<u64> {
+    let mut stack: Vec<i32> = Vec::with_capacity(2);
+    for op in expr.ops.iter() {
+        match *op {
+            ConstOp::I32Const(v) => stack.push(v),
+            ConstOp::I32Add | ConstOp::I32Sub | ConstOp::I32Mul => {
+                let b = stack.pop()?;
+                let a = stack.pop()?;
+                stack.push(match op {
+                    ConstOp::I32Add => a.wrapping_add(b),
+                    ConstOp::I32Sub => a.wrapping_sub(b),
+                    _ => a.wrapping_mul(b),
+                });
+            }
+            _ => return None,
+        }
+    }
+    match stack.as_slice() {
+        [v] => Some(u64::from(*v as u32)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn module_info(wat: &str) -> ModuleInfo {
+        let bytes = wat::parse_str(wat).unwrap();
+        wasmtime_environ::ModuleTranslation::new(
+            wasmtime_environ::wasmparser::WasmFeatures::default(),
+            &bytes,
+        )
+        .unwrap()
+        .module
+    }
+
+    #[test]
+    fn constant_segments_make_an_image() {
+        let info = module_info(
+            r#"(module (memory 2)
+                 (data (i32.const 10) "ab")
+                 (data (i32.const 70000) "cd")
+                 (data (i32.const 11) "Z"))"#,
+        );
+        let images = ModuleImages::build(&info).unwrap();
+        let image = images.memory(DefinedMemoryIndex::new(0)).unwrap();
+        assert_eq!(image.offset(), 0);
+        assert_eq!(image.len() % host_page_size(), 0);
+        let bytes = image.bytes();
+        assert_eq!(
+            &bytes[10..12],
+            b"aZ",
+            "later segments overwrite earlier ones"
+        );
+        assert_eq!(&bytes[70000..70002], b"cd");
+        assert!((0..3).all(|i| images.holds_segment(wasmtime_environ::DataIndex::new(i))));
+    }
+
+    #[test]
+    fn global_offsets_and_overflow_prevent_an_image() {
+        let info = module_info(
+            r#"(module (global i32 (i32.const 0)) (memory 1)
+                 (data (global.get 0) "ab"))"#,
+        );
+        let images = ModuleImages::build(&info).unwrap();
+        assert!(images.memory(DefinedMemoryIndex::new(0)).is_none());
+        assert!(!images.holds_segment(wasmtime_environ::DataIndex::new(0)));
+        let info = module_info(r#"(module (memory 1) (data (i32.const 65535) "ab"))"#);
+        let images = ModuleImages::build(&info).unwrap();
+        assert!(images.memory(DefinedMemoryIndex::new(0)).is_none());
+    }
+
+    #[test]
+    fn sparse_images_are_refused() {
+        let info = module_info(
+            r#"(module (memory 100)
+                 (data (i32.const 0) "a")
+                 (data (i32.const 6000000) "b"))"#,
+        );
+        let images = ModuleImages::build(&info).unwrap();
+        assert!(images.memory(DefinedMemoryIndex::new(0)).is_none());
+    }
+
+    #[test]
+    fn image_offset_is_page_aligned() {
+        let info = module_info(r#"(module (memory 1) (data (i32.const 9000) "xyz"))"#);
+        let images = ModuleImages::build(&info).unwrap();
+        let image = images.memory(DefinedMemoryIndex::new(0)).unwrap();
+        let page = host_page_size();
+        assert_eq!(image.offset(), 9000 / page * page);
+        assert_eq!(&image.bytes()[9000 - image.offset()..][..3], b"xyz");
+    }
+}

@@ -1,0 +1,441 @@
+//! `Instance::reset` and `Memory::reset_to_image`: after a reset an
+//! instance must be indistinguishable from a fresh instantiation of the
+//! same module in the same store, under every reset policy, with and
+//! without copy-on-write images, and when growth moved the memory.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use wasmtime::{
+    Config, Engine, Instance, Linker, Memory, MemoryType, Module, ResetPolicy, Store, Trap,
+};
+
+/// Everything below exercises one module: data segments on two pages, a
+/// start function that grows the memory and writes to the grown part and
+/// to globals, passive segments, a table with active and passive elements.
+const MODULE: &str = r#"
+(module
+  (type $ret (func (result i32)))
+  (memory (export "mem") 2 16)
+  (table $t (export "tab") 4 32 funcref)
+  (global $g (export "g") (mut i32) (i32.const 7))
+  (global $h (mut i64) (i64.const -1))
+  (func $a (result i32) i32.const 100)
+  (func $b (result i32) i32.const 200)
+  (func $c (result i32) i32.const 300)
+  (elem (table $t) (i32.const 0) func $a $b)
+  (elem $passive func $c $a)
+  (data (i32.const 16) "hello")
+  (data (i32.const 70000) "world")
+  (data $pd "passive!")
+  (func $start
+    (drop (memory.grow (i32.const 1)))
+    (i32.store8 (i32.const 150000) (i32.const 9))
+    (global.set $h (i64.const 42)))
+  (start $start)
+  (func (export "store") (param i32 i32) (i32.store8 (local.get 0) (local.get 1)))
+  (func (export "grow") (param i32) (result i32) (memory.grow (local.get 0)))
+  (func (export "set_globals") (param i32)
+    (global.set $g (local.get 0))
+    (global.set $h (i64.extend_i32_s (local.get 0))))
+  (func (export "get_h") (result i64) (global.get $h))
+  (func (export "table_grow") (param i32) (result i32)
+    (table.grow $t (ref.null func) (local.get 0)))
+  (func (export "table_set") (param i32) (table.set $t (local.get 0) (ref.func $c)))
+  (func (export "table_probe") (param i32) (result i32)
+    (if (result i32) (ref.is_null (table.get $t (local.get 0)))
+      (then (i32.const -1))
+      (else (call_indirect $t (type $ret) (local.get 0)))))
+  (func (export "table_size") (result i32) (table.size $t))
+  (func (export "elem_drop") (elem.drop $passive))
+  (func (export "table_init") (param i32)
+    (table.init $t $passive (local.get 0) (i32.const 0) (i32.const 2)))
+  (func (export "data_drop") (data.drop $pd))
+  (func (export "memory_init") (param i32)
+    (memory.init $pd (local.get 0) (i32.const 0) (i32.const 8)))
+  (func (export "trap_after_write") (param i32)
+    (i32.store8 (local.get 0) (i32.const 255))
+    unreachable)
+  (func (export "spin") (param i32)
+    (loop $l
+      (i32.store8 (local.get 0) (i32.const 1))
+      (local.set 0 (i32.rem_u (i32.add (local.get 0) (i32.const 4096)) (i32.const 196608)))
+      (br $l)))
+)
+"#;
+
+/// The observable state of an instance of [`MODULE`].
+#[derive(Debug, PartialEq)]
+struct State {
+    memory: Vec<u8>,
+    g: i32,
+    h: i64,
+    table: Vec<i32>,
+}
+
+fn state<T: 'static>(store: &mut Store<T>, instance: Instance) -> State {
+    let memory = instance.get_memory(&mut *store, "mem").unwrap();
+    let bytes = memory.data(&*store).to_vec();
+    let g = instance
+        .get_global(&mut *store, "g")
+        .unwrap()
+        .get(&mut *store)
+        .unwrap_i32();
+    let h = instance
+        .get_typed_func::<(), i64>(&mut *store, "get_h")
+        .unwrap()
+        .call(&mut *store, ())
+        .unwrap();
+    let size = instance
+        .get_typed_func::<(), i32>(&mut *store, "table_size")
+        .unwrap()
+        .call(&mut *store, ())
+        .unwrap();
+    let probe = instance
+        .get_typed_func::<i32, i32>(&mut *store, "table_probe")
+        .unwrap();
+    let table = (0..size)
+        .map(|i| probe.call(&mut *store, i).unwrap())
+        .collect();
+    State {
+        memory: bytes,
+        g,
+        h,
+        table,
+    }
+}
+
+/// Every engine configuration a reset must be right under.
+fn configs() -> Vec<(&'static str, Config)> {
+    let mut out = Vec::new();
+    let mut add = |name, f: &dyn Fn(&mut Config)| {
+        let mut config = Config::new();
+        f(&mut config);
+        out.push((name, config));
+    };
+    add("copy (default)", &|_| {});
+    add("copy without CoW images", &|c| {
+        c.memory_init_cow(false);
+    });
+    add("shootdown-free, no budget", &|c| {
+        c.instance_reset_policy(ResetPolicy::ShootdownFree { resident_budget: 0 });
+    });
+    add("shootdown-free, 1 MiB budget", &|c| {
+        c.instance_reset_policy(ResetPolicy::ShootdownFree {
+            resident_budget: 1 << 20,
+        });
+    });
+    add("decommit", &|c| {
+        c.instance_reset_policy(ResetPolicy::Decommit);
+    });
+    add("decommit without CoW images", &|c| {
+        c.instance_reset_policy(ResetPolicy::Decommit)
+            .memory_init_cow(false);
+    });
+    add("memory that moves on growth", &|c| {
+        c.memory_reservation(0)
+            .memory_reservation_for_growth(0)
+            .memory_guard_size(65536);
+    });
+    out
+}
+
+fn for_each_config(test: impl Fn(&str, &mut Store<()>, &Module)) {
+    for (name, config) in configs() {
+        let engine = Engine::new(&config).unwrap();
+        let module = Module::new(&engine, MODULE).unwrap();
+        let mut store = Store::new(&engine, ());
+        test(name, &mut store, &module);
+    }
+}
+
+fn call<P: wasmtime::WasmParams, R: wasmtime::WasmResults>(
+    store: &mut Store<()>,
+    instance: Instance,
+    name: &str,
+    params: P,
+) -> wasmtime::Result<R> {
+    instance
+        .get_typed_func::<P, R>(&mut *store, name)
+        .unwrap()
+        .call(&mut *store, params)
+}
+
+#[test]
+fn reset_undoes_stores_growth_globals_and_tables() {
+    for_each_config(|name, store, module| {
+        let first = Instance::new(&mut *store, module, &[]).unwrap();
+        let fresh = state(store, first);
+        assert_eq!(
+            fresh.memory.len(),
+            3 * 65536,
+            "{name}: the start function grew"
+        );
+        assert_eq!(fresh.memory[150000], 9, "{name}");
+        assert_eq!(&fresh.memory[16..21], b"hello", "{name}");
+        assert_eq!(fresh.h, 42, "{name}");
+        assert_eq!(fresh.table, vec![100, 200, -1, -1], "{name}");
+
+        let instance = Instance::new(&mut *store, module, &[]).unwrap();
+        for round in 0..5u8 {
+            // Different pages each round (the ratchet shows up as stale
+            // bytes if a restored page is missed later), one of them in the
+            // image, one in the start function's page, one in zeros.
+            for offset in [17, 70001, 150000, 4096 * (3 + u32::from(round)), 131071] {
+                call::<_, ()>(
+                    store,
+                    instance,
+                    "store",
+                    (offset as i32, 0x40 + i32::from(round)),
+                )
+                .unwrap();
+            }
+            assert_eq!(call::<_, i32>(store, instance, "grow", 2).unwrap(), 3);
+            call::<_, ()>(store, instance, "store", (5 * 65536 - 1, 1)).unwrap();
+            call::<_, ()>(store, instance, "set_globals", 1000 + i32::from(round)).unwrap();
+            assert_eq!(call::<_, i32>(store, instance, "table_grow", 3).unwrap(), 4);
+            call::<_, ()>(store, instance, "table_set", 2).unwrap();
+            call::<_, ()>(store, instance, "table_set", 6).unwrap();
+            assert_ne!(
+                state(store, instance),
+                fresh,
+                "{name}: the calls changed nothing"
+            );
+
+            instance.reset(&mut *store).unwrap();
+            assert_eq!(state(store, instance), fresh, "{name}: round {round}");
+        }
+    });
+}
+
+#[test]
+fn reset_restores_drop_flags() {
+    for_each_config(|name, store, module| {
+        let instance = Instance::new(&mut *store, module, &[]).unwrap();
+        call::<_, ()>(store, instance, "elem_drop", ()).unwrap();
+        call::<_, ()>(store, instance, "data_drop", ()).unwrap();
+        let err = call::<_, ()>(store, instance, "table_init", 0).unwrap_err();
+        assert_eq!(
+            err.downcast_ref::<Trap>(),
+            Some(&Trap::TableOutOfBounds),
+            "{name}"
+        );
+        let err = call::<_, ()>(store, instance, "memory_init", 0).unwrap_err();
+        assert_eq!(
+            err.downcast_ref::<Trap>(),
+            Some(&Trap::MemoryOutOfBounds),
+            "{name}"
+        );
+
+        instance.reset(&mut *store).unwrap();
+        call::<_, ()>(store, instance, "table_init", 2).unwrap();
+        call::<_, ()>(store, instance, "memory_init", 4000).unwrap();
+        let state = state(store, instance);
+        assert_eq!(state.table, vec![100, 200, 300, 100], "{name}");
+        assert_eq!(&state.memory[4000..4008], b"passive!", "{name}");
+    });
+}
+
+#[test]
+fn reset_after_a_trap_in_the_middle_of_a_call() {
+    for_each_config(|name, store, module| {
+        let first = Instance::new(&mut *store, module, &[]).unwrap();
+        let fresh = state(store, first);
+        let instance = Instance::new(&mut *store, module, &[]).unwrap();
+        call::<_, ()>(store, instance, "set_globals", 5).unwrap();
+        let err = call::<_, ()>(store, instance, "trap_after_write", 20).unwrap_err();
+        assert_eq!(
+            err.downcast_ref::<Trap>(),
+            Some(&Trap::UnreachableCodeReached),
+            "{name}"
+        );
+        assert_eq!(state(store, instance).memory[20], 255, "{name}");
+        instance.reset(&mut *store).unwrap();
+        assert_eq!(state(store, instance), fresh, "{name}");
+    });
+}
+
+#[test]
+fn reset_after_an_interrupted_call() {
+    let mut config = Config::new();
+    config.epoch_interruption(true);
+    let engine = Engine::new(&config).unwrap();
+    let module = Module::new(&engine, MODULE).unwrap();
+    let mut store = Store::new(&engine, ());
+    store.set_epoch_deadline(1_000_000);
+    let first = Instance::new(&mut store, &module, &[]).unwrap();
+    let fresh = state(&mut store, first);
+    let instance = Instance::new(&mut store, &module, &[]).unwrap();
+    store.set_epoch_deadline(1);
+    let done = Arc::new(AtomicBool::new(false));
+    let ticker = {
+        let (engine, done) = (engine.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(5));
+                engine.increment_epoch();
+            }
+        })
+    };
+    // `spin` writes one byte in every page, round and round, until the
+    // epoch deadline interrupts it.
+    let err = call::<_, ()>(&mut store, instance, "spin", 8).unwrap_err();
+    done.store(true, Ordering::Relaxed);
+    ticker.join().unwrap();
+    assert_eq!(
+        err.downcast_ref::<Trap>(),
+        Some(&Trap::Interrupt),
+        "{err:?}"
+    );
+    store.set_epoch_deadline(1_000_000);
+    assert_ne!(state(&mut store, instance), fresh);
+    instance.reset(&mut store).unwrap();
+    assert_eq!(state(&mut store, instance), fresh);
+}
+
+#[test]
+fn reset_while_the_instance_runs_is_an_error() {
+    let engine = Engine::default();
+    let module = Module::new(
+        &engine,
+        r#"(module
+             (import "host" "reset" (func $reset))
+             (memory (export "mem") 1)
+             (global $g (export "g") (mut i32) (i32.const 1))
+             (func (export "run")
+               (global.set $g (i32.const 2))
+               (i32.store8 (i32.const 0) (i32.const 7))
+               (call $reset)
+               (global.set $g (i32.add (global.get $g) (i32.const 10)))))"#,
+    )
+    .unwrap();
+    let mut linker = Linker::<(Option<Instance>, Option<String>)>::new(&engine);
+    linker
+        .func_wrap(
+            "host",
+            "reset",
+            |mut caller: wasmtime::Caller<'_, (Option<Instance>, Option<String>)>| {
+                let instance = caller.data().0.unwrap();
+                let err = instance.reset(&mut caller).unwrap_err();
+                caller.data_mut().1 = Some(err.to_string());
+                let memory = caller.get_export("mem").unwrap().into_memory().unwrap();
+                let err = memory.reset_to_image(&mut caller).unwrap_err();
+                assert!(err.to_string().contains("while WebAssembly"), "{err}");
+            },
+        )
+        .unwrap();
+    let mut store = Store::new(&engine, (None, None));
+    let instance = linker.instantiate(&mut store, &module).unwrap();
+    store.data_mut().0 = Some(instance);
+    instance
+        .get_typed_func::<(), ()>(&mut store, "run")
+        .unwrap()
+        .call(&mut store, ())
+        .unwrap();
+    let message = store.data().1.clone().unwrap();
+    assert!(message.contains("while WebAssembly"), "{message}");
+    // The refused reset changed nothing: the call went on with its state.
+    let g = instance.get_global(&mut store, "g").unwrap();
+    assert_eq!(g.get(&mut store).unwrap_i32(), 12);
+    let memory = instance.get_memory(&mut store, "mem").unwrap();
+    assert_eq!(memory.data(&store)[0], 7);
+    // After the call it works.
+    instance.reset(&mut store).unwrap();
+    assert_eq!(g.get(&mut store).unwrap_i32(), 1);
+    assert_eq!(memory.data(&store)[0], 0);
+}
+
+#[test]
+fn imported_state_belongs_to_its_exporter() {
+    let engine = Engine::default();
+    let mut store = Store::new(&engine, ());
+    let memory = Memory::new(&mut store, MemoryType::new(1, None)).unwrap();
+    let err = memory.reset_to_image(&mut store).unwrap_err();
+    assert!(err.to_string().contains("created by the host"), "{err}");
+
+    // Importing a memory without writing it at instantiation: the reset
+    // restores the instance's own global and leaves the import alone.
+    let reader = Module::new(
+        &engine,
+        r#"(module
+             (import "env" "mem" (memory 1))
+             (global $g (export "g") (mut i32) (i32.const 3))
+             (func (export "poke") (i32.store8 (i32.const 9) (i32.const 5))
+               (global.set $g (i32.const 4))))"#,
+    )
+    .unwrap();
+    let instance = Instance::new(&mut store, &reader, &[memory.into()]).unwrap();
+    instance
+        .get_typed_func::<(), ()>(&mut store, "poke")
+        .unwrap()
+        .call(&mut store, ())
+        .unwrap();
+    instance.reset(&mut store).unwrap();
+    let g = instance.get_global(&mut store, "g").unwrap();
+    assert_eq!(g.get(&mut store).unwrap_i32(), 3);
+    assert_eq!(
+        memory.data(&store)[9],
+        5,
+        "the imported memory is not ours to reset"
+    );
+
+    // Writing an imported memory at instantiation: a fresh instantiation
+    // would write it again, which a reset must not do to the exporter.
+    let writer = Module::new(
+        &engine,
+        r#"(module (import "env" "mem" (memory 1)) (data (i32.const 0) "x"))"#,
+    )
+    .unwrap();
+    let instance = Instance::new(&mut store, &writer, &[memory.into()]).unwrap();
+    let err = instance.reset(&mut store).unwrap_err();
+    assert!(err.to_string().contains("imported memory"), "{err}");
+
+    // An instance of another store is refused, not reset.
+    let mut other = Store::new(&engine, ());
+    let err = instance.reset(&mut other).unwrap_err();
+    assert!(err.to_string().contains("wrong store"), "{err}");
+}
+
+#[test]
+fn memory_reset_to_image_leaves_the_rest_alone() {
+    for_each_config(|name, store, module| {
+        let first = Instance::new(&mut *store, module, &[]).unwrap();
+        let fresh = state(store, first);
+        let instance = Instance::new(&mut *store, module, &[]).unwrap();
+        call::<_, ()>(store, instance, "store", (16, 1)).unwrap();
+        assert_eq!(call::<_, i32>(store, instance, "grow", 1).unwrap(), 3);
+        call::<_, ()>(store, instance, "set_globals", 77).unwrap();
+        let memory = instance.get_memory(&mut *store, "mem").unwrap();
+        memory.reset_to_image(&mut *store).unwrap();
+        let after = state(store, instance);
+        assert_eq!(after.memory, fresh.memory, "{name}");
+        assert_eq!(
+            after.g, 77,
+            "{name}: globals are the instance's, not the memory's"
+        );
+    });
+}
+
+#[test]
+fn many_resets_with_rotating_pages() {
+    for_each_config(|name, store, module| {
+        let first = Instance::new(&mut *store, module, &[]).unwrap();
+        let fresh = state(store, first);
+        let instance = Instance::new(&mut *store, module, &[]).unwrap();
+        let poke = instance
+            .get_typed_func::<(i32, i32), ()>(&mut *store, "store")
+            .unwrap();
+        for round in 0..300u32 {
+            let page = round % 48;
+            poke.call(&mut *store, ((page * 4096 + round % 4096) as i32, 0x5a))
+                .unwrap();
+            poke.call(&mut *store, (((page + 7) % 48 * 4096) as i32, 0x11))
+                .unwrap();
+            instance.reset(&mut *store).unwrap();
+            if round % 50 == 49 {
+                assert_eq!(state(store, instance), fresh, "{name}: round {round}");
+            }
+        }
+        assert_eq!(state(store, instance), fresh, "{name}");
+    });
+}
