@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use wasmtime::{
-    Config, Engine, Instance, Linker, Memory, MemoryType, Module, ResetPolicy, Store, Trap,
+    Config, Engine, Instance, InstanceAllocationStrategy, Linker, Memory, MemoryType, Module,
+    PoolingAllocationConfig, ResetPolicy, Store, Trap,
 };
 
 /// Everything below exercises one module: data segments on two pages, a
@@ -105,6 +106,17 @@ fn state<T: 'static>(store: &mut Store<T>, instance: Instance) -> State {
     }
 }
 
+fn pooled() -> InstanceAllocationStrategy {
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_memories(32)
+        .total_core_instances(32)
+        .total_tables(32)
+        .total_stacks(2)
+        .linear_memory_keep_resident(64 << 10)
+        .pagemap_scan(wasmtime::Enabled::Auto);
+    InstanceAllocationStrategy::Pooling(pool)
+}
+
 /// Every engine configuration a reset must be right under.
 fn configs() -> Vec<(&'static str, Config)> {
     let mut out = Vec::new();
@@ -130,6 +142,20 @@ fn configs() -> Vec<(&'static str, Config)> {
     });
     add("decommit without CoW images", &|c| {
         c.instance_reset_policy(ResetPolicy::Decommit)
+            .memory_init_cow(false);
+    });
+    add("pooling, copy", &|c| {
+        c.allocation_strategy(pooled());
+    });
+    add("pooling, shootdown-free", &|c| {
+        c.allocation_strategy(pooled())
+            .instance_reset_policy(ResetPolicy::ShootdownFree {
+                resident_budget: 64 << 10,
+            });
+    });
+    add("pooling, decommit, no CoW", &|c| {
+        c.allocation_strategy(pooled())
+            .instance_reset_policy(ResetPolicy::Decommit)
             .memory_init_cow(false);
     });
     add("memory that moves on growth", &|c| {

@@ -1201,21 +1201,22 @@ impl Config {
         self
     }
 
-    /// Chooses how the engine provides fiber stacks (upstream: instance
-    /// resources in general).
+    /// Chooses how the engine provides instances' linear memories and the
+    /// fiber stacks of `*_async` calls.
     ///
-    /// In this runtime the strategy decides how the fiber stacks of `*_async`
-    /// calls are provided; memories, tables and instances are always
-    /// allocated on demand.
+    /// * [`InstanceAllocationStrategy::OnDemand`]: each memory maps its own
+    ///   reservation when its instance is created and unmaps it when its
+    ///   store drops; the engine's stack pool reserves address space for 16
+    ///   stacks at a time as more fibers run concurrently, without bound.
+    /// * [`InstanceAllocationStrategy::Pooling`]: the engine reserves
+    ///   [`PoolingAllocationConfig::total_memories`] memory slots and
+    ///   [`PoolingAllocationConfig::total_stacks`] stacks when it is
+    ///   created; instances' memories take slots (reused warm by the next
+    ///   instance of the same module), and instances, tables, memories and
+    ///   stacks are limited as the [`PoolingAllocationConfig`] says. Tables
+    ///   and `VMContext`s are counted but still heap-allocated.
     ///
-    /// * [`InstanceAllocationStrategy::OnDemand`]: the engine's stack pool
-    ///   reserves address space for 16 stacks at a time as more fibers run
-    ///   concurrently, without bound.
-    /// * [`InstanceAllocationStrategy::Pooling`]: the pool reserves
-    ///   [`PoolingAllocationConfig::total_stacks`] stacks when the engine is
-    ///   created, and an async call fails once all of them are in use.
-    ///
-    /// Either way a stack is only address space until first used.
+    /// Either way memory is only address space until first used.
     ///
     /// ## Default
     ///
@@ -1554,9 +1555,6 @@ pub enum WasmBacktraceDetails {
 
 /// How the engine provides per-instance resources; see
 /// [`Config::allocation_strategy`].
-///
-/// In this runtime only the fiber stacks of `*_async` calls are pooled;
-/// everything else is allocated on demand with either strategy.
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub enum InstanceAllocationStrategy {
@@ -1564,8 +1562,8 @@ pub enum InstanceAllocationStrategy {
     /// grows (by reserving address space) without bound.
     #[default]
     OnDemand,
-    /// Fiber stacks come from a fixed pool reserved when the engine is
-    /// created.
+    /// Memory slots and fiber stacks come from pools reserved when the
+    /// engine is created, under the configuration's limits.
     Pooling(PoolingAllocationConfig),
 }
 
@@ -1578,12 +1576,41 @@ impl InstanceAllocationStrategy {
 
 /// Configuration of [`InstanceAllocationStrategy::Pooling`].
 ///
-/// This runtime pools fiber stacks only; the settings of upstream's pooling
-/// allocator that size memory, table and instance pools do not exist here.
+/// The pool reserves, when the engine is created, address space for
+/// [`total_memories`](Self::total_memories) linear memories (one slot each,
+/// as large as a memory's whole reservation with its guards) and
+/// [`total_stacks`](Self::total_stacks) fiber stacks; nothing is committed
+/// until used. Instances' linear memories take a slot; a released slot
+/// stays *warm* (its module's image mapped, its pages restored) for the
+/// next instance of the same module. Instances and their tables are counted
+/// against [`total_core_instances`](Self::total_core_instances) and
+/// [`total_tables`](Self::total_tables), but their storage is still
+/// allocated from the heap (unfinished: see docs/architecture.md, "The
+/// pooling allocator"). Memories created by the host with
+/// [`Memory::new`](crate::Memory::new) are not pooled.
+///
+/// When a limit on live objects is reached, instantiation fails with an
+/// error whose message says which ("maximum concurrent limit of N for
+/// memories reached"); a module that can never fit (too many memories, a
+/// memory or table too large, a `VMContext` too large) fails with its own
+/// message.
 #[derive(Clone, Debug)]
 pub struct PoolingAllocationConfig {
     pub(crate) total_stacks: u32,
     pub(crate) async_stack_keep_resident: usize,
+    pub(crate) total_core_instances: u32,
+    pub(crate) total_memories: u32,
+    pub(crate) total_tables: u32,
+    pub(crate) max_memory_size: usize,
+    pub(crate) max_core_instance_size: usize,
+    pub(crate) table_elements: usize,
+    pub(crate) max_memories_per_module: u32,
+    pub(crate) max_tables_per_module: u32,
+    pub(crate) max_unused_warm_slots: u32,
+    pub(crate) linear_memory_keep_resident: usize,
+    pub(crate) table_keep_resident: usize,
+    pub(crate) pagemap_scan: Enabled,
+    pub(crate) decommit_batch_size: usize,
 }
 
 impl Default for PoolingAllocationConfig {
@@ -1591,8 +1618,33 @@ impl Default for PoolingAllocationConfig {
         PoolingAllocationConfig {
             total_stacks: 1000,
             async_stack_keep_resident: 64 * 1024,
+            total_core_instances: 1000,
+            total_memories: 1000,
+            total_tables: 1000,
+            max_memory_size: 1 << 32,
+            max_core_instance_size: 1 << 20,
+            table_elements: 20_000,
+            max_memories_per_module: 1,
+            max_tables_per_module: 1,
+            max_unused_warm_slots: 100,
+            linear_memory_keep_resident: 0,
+            table_keep_resident: 0,
+            pagemap_scan: Enabled::No,
+            decommit_batch_size: 1,
         }
     }
+}
+
+/// A setting that can follow what the host supports; the argument of
+/// [`PoolingAllocationConfig::pagemap_scan`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Enabled {
+    /// On where the host supports it, off elsewhere.
+    Auto,
+    /// On; [`Engine::new`](crate::Engine::new) fails where the host lacks it.
+    Yes,
+    /// Off.
+    No,
 }
 
 impl PoolingAllocationConfig {
@@ -1649,6 +1701,293 @@ impl PoolingAllocationConfig {
     /// Never panics.
     pub fn async_stack_keep_resident(&mut self, size: usize) -> &mut Self {
         self.async_stack_keep_resident = size;
+        self
+    }
+
+    /// The most core instances alive at once in all stores of the engine.
+    ///
+    /// ## Default
+    ///
+    /// 1000.
+    ///
+    /// # Errors
+    ///
+    /// None from [`Engine::new`](crate::Engine::new). Instantiation fails
+    /// with "maximum concurrent limit of N for core instances reached" while
+    /// that many are alive (an instance lives until its store is dropped).
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn total_core_instances(&mut self, count: u32) -> &mut Self {
+        self.total_core_instances = count;
+        self
+    }
+
+    /// The number of linear-memory slots: the most memories defined by
+    /// instances alive at once.
+    ///
+    /// Each slot reserves (but does not commit) a memory's whole
+    /// reservation with its guards: with the defaults, 4 GiB plus a 32 MiB
+    /// guard, so 1000 slots take about 4 TiB of address space.
+    ///
+    /// ## Default
+    ///
+    /// 1000.
+    ///
+    /// # Errors
+    ///
+    /// [`Engine::new`](crate::Engine::new) fails if the slots' address space
+    /// cannot be reserved. Instantiation fails with "maximum concurrent
+    /// limit of N for memories reached" while every slot is in use.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn total_memories(&mut self, count: u32) -> &mut Self {
+        self.total_memories = count;
+        self
+    }
+
+    /// The most tables defined by instances alive at once.
+    ///
+    /// ## Default
+    ///
+    /// 1000.
+    ///
+    /// # Errors
+    ///
+    /// None from [`Engine::new`](crate::Engine::new). Instantiation fails
+    /// with "maximum concurrent limit of N for tables reached" past it.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn total_tables(&mut self, count: u32) -> &mut Self {
+        self.total_tables = count;
+        self
+    }
+
+    /// The most bytes a pooled linear memory may have: a module whose
+    /// memory's minimum is larger cannot be instantiated, and
+    /// `memory.grow` past it fails (returns -1) as if the host were out of
+    /// memory.
+    ///
+    /// ## Default
+    ///
+    /// 4 GiB.
+    ///
+    /// # Errors
+    ///
+    /// [`Engine::new`](crate::Engine::new) fails if it exceeds
+    /// [`Config::memory_reservation`], which every slot reserves.
+    /// Instantiation fails with "memory has a minimum byte size of N which
+    /// exceeds the limit of M bytes" for a memory whose minimum exceeds it.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn max_memory_size(&mut self, bytes: usize) -> &mut Self {
+        self.max_memory_size = bytes;
+        self
+    }
+
+    /// The most bytes an instance's runtime state (its `VMContext`: imports,
+    /// globals, function references, memory and table descriptors) may
+    /// take.
+    ///
+    /// ## Default
+    ///
+    /// 1 MiB.
+    ///
+    /// # Errors
+    ///
+    /// Instantiation of a module whose instances need more fails with
+    /// "instance allocation for this module requires N bytes which exceeds
+    /// the configured maximum of M bytes".
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn max_core_instance_size(&mut self, size: usize) -> &mut Self {
+        self.max_core_instance_size = size;
+        self
+    }
+
+    /// The most elements a table defined by an instance may have: a larger
+    /// minimum refuses the module, and `table.grow` past it fails
+    /// (returns -1).
+    ///
+    /// ## Default
+    ///
+    /// 20,000.
+    ///
+    /// # Errors
+    ///
+    /// Instantiation fails with "table index N has a minimum element size
+    /// of M which exceeds the limit of L" for a table whose minimum exceeds
+    /// it.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn table_elements(&mut self, elements: usize) -> &mut Self {
+        self.table_elements = elements;
+        self
+    }
+
+    /// The most linear memories one module may define.
+    ///
+    /// ## Default
+    ///
+    /// 1.
+    ///
+    /// # Errors
+    ///
+    /// Instantiation of a module defining more fails with "defined memories
+    /// count of N exceeds the per-instance limit of M".
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn max_memories_per_module(&mut self, memories: u32) -> &mut Self {
+        self.max_memories_per_module = memories;
+        self
+    }
+
+    /// The most tables one module may define.
+    ///
+    /// ## Default
+    ///
+    /// 1.
+    ///
+    /// # Errors
+    ///
+    /// Instantiation of a module defining more fails with "defined tables
+    /// count of N exceeds the per-instance limit of M".
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn max_tables_per_module(&mut self, tables: u32) -> &mut Self {
+        self.max_tables_per_module = tables;
+        self
+    }
+
+    /// How many free memory slots stay *warm*: with their module's image
+    /// still mapped and their pages restored, ready for the next instance
+    /// of that module without any `mmap`. A slot released beyond this
+    /// number makes the oldest warm slot cold (wiped with one `mmap`); a
+    /// new instance of a module prefers a warm slot of its own, then a cold
+    /// slot, then wipes another module's warm slot.
+    ///
+    /// ## Default
+    ///
+    /// 100.
+    ///
+    /// # Errors
+    ///
+    /// None: every value is accepted (0 wipes every released slot).
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn max_unused_warm_slots(&mut self, max: u32) -> &mut Self {
+        self.max_unused_warm_slots = max;
+        self
+    }
+
+    /// How many bytes of a released memory slot's written pages are
+    /// restored by copying (staying resident) instead of released with
+    /// `madvise(MADV_DONTNEED)`.
+    ///
+    /// Copying saves the next instance the page faults of the kept pages,
+    /// and the `madvise` its TLB shootdown. Without
+    /// [`pagemap_scan`](Self::pagemap_scan) the first `size` bytes of the
+    /// memory are copied back and the rest released; with it, only the
+    /// pages the kernel reports as written are restored, by copying when
+    /// they total at most `size` bytes and by releasing otherwise.
+    ///
+    /// ## Default
+    ///
+    /// 0.
+    ///
+    /// # Errors
+    ///
+    /// None: every value is accepted (rounded up to whole pages).
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn linear_memory_keep_resident(&mut self, size: usize) -> &mut Self {
+        self.linear_memory_keep_resident = size;
+        self
+    }
+
+    /// Upstream's bytes of table storage kept resident on release.
+    ///
+    /// Accepted and recorded, but without effect here: tables are not in
+    /// pooled slots yet (their elements live in a heap buffer per table).
+    ///
+    /// ## Default
+    ///
+    /// 0.
+    ///
+    /// # Errors
+    ///
+    /// None.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn table_keep_resident(&mut self, size: usize) -> &mut Self {
+        self.table_keep_resident = size;
+        self
+    }
+
+    /// Whether releasing a memory slot asks the kernel which pages were
+    /// written (`PAGEMAP_SCAN`, Linux 6.7 and later) so that only those are
+    /// restored (see
+    /// [`linear_memory_keep_resident`](Self::linear_memory_keep_resident)).
+    /// Swapped-out written pages are found too.
+    ///
+    /// ## Default
+    ///
+    /// [`Enabled::No`], as upstream.
+    ///
+    /// # Errors
+    ///
+    /// With [`Enabled::Yes`], [`Engine::new`](crate::Engine::new) fails where
+    /// the kernel lacks `PAGEMAP_SCAN`.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn pagemap_scan(&mut self, enable: Enabled) -> &mut Self {
+        self.pagemap_scan = enable;
+        self
+    }
+
+    /// Upstream batches this many slot releases into one `madvise` call.
+    ///
+    /// Accepted, but every release here is cleaned when it happens (batch
+    /// size 1, upstream's default): a warm slot needs no `madvise` at all
+    /// when its written pages fit in
+    /// [`linear_memory_keep_resident`](Self::linear_memory_keep_resident).
+    ///
+    /// ## Default
+    ///
+    /// 1.
+    ///
+    /// # Errors
+    ///
+    /// None.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn decommit_batch_size(&mut self, batch_size: usize) -> &mut Self {
+        self.decommit_batch_size = batch_size;
         self
     }
 

@@ -35,6 +35,8 @@ pub(crate) struct EngineInner {
     epoch: AtomicU64,
     /// Fiber stacks for `*_async` calls.
     stacks: vm::fiber::StackPool,
+    /// Memory slots and instance limits, with the pooling strategy.
+    pool: Option<vm::pooling::Pool>,
     /// Wasm-to-host trampolines, compiled on first use per function type
     /// and kept for the engine's life.
     host_trampolines: Mutex<HashMap<VMSharedTypeIndex, Arc<CodeMemory>>>,
@@ -108,6 +110,13 @@ impl Engine {
             },
         })
         .context("failed to create the fiber stack pool")?;
+        let pool = match &config.allocation_strategy {
+            InstanceAllocationStrategy::OnDemand => None,
+            InstanceAllocationStrategy::Pooling(pooling) => Some(
+                new_pool(pooling, &config.tunables)
+                    .context("failed to create the pooling allocator")?,
+            ),
+        };
         let fingerprint = fingerprint(config, &compiler);
         Ok(Engine {
             inner: Arc::new(EngineInner {
@@ -117,6 +126,7 @@ impl Engine {
                 signatures: TypeRegistry::default(),
                 epoch: AtomicU64::new(0),
                 stacks,
+                pool,
                 host_trampolines: Mutex::new(HashMap::new()),
                 mmu_stores: MmuStoreRegistry::default(),
                 fingerprint,
@@ -254,6 +264,11 @@ impl Engine {
         &self.inner.signatures
     }
 
+    /// The pooling allocator, with that strategy.
+    pub(crate) fn pool(&self) -> Option<&vm::pooling::Pool> {
+        self.inner.pool.as_ref()
+    }
+
     pub(crate) fn stack_pool(&self) -> &vm::fiber::StackPool {
         &self.inner.stacks
     }
@@ -353,4 +368,59 @@ impl EngineWeak {
     pub fn upgrade(&self) -> Option<Engine> {
         self.inner.upgrade().map(|inner| Engine { inner })
     }
+}
+
+/// The pooling allocator for `pooling` under `tunables`: slots as large as
+/// any memory plan of these tunables needs.
+fn new_pool(
+    pooling: &crate::PoolingAllocationConfig,
+    tunables: &Tunables,
+) -> Result<vm::pooling::Pool> {
+    if pooling.pagemap_scan == crate::Enabled::Yes
+        && vm::sys::unix::dirty_pages::PageTracker::get().is_none()
+    {
+        anyhow::bail!(
+            "`pagemap_scan` is required but this kernel has no PAGEMAP_SCAN (Linux 6.7+)"
+        );
+    }
+    // Guards do not depend on the memory's type; a static plan's
+    // reservation is `memory_reservation`, and pooled memories never grow
+    // past `max_memory_size`, which `Pool::new` keeps within it.
+    let plan = wasmtime_environ::MemoryPlan::for_memory(
+        &wasmtime_environ::WasmMemoryType {
+            minimum: 0,
+            maximum: None,
+        },
+        &Tunables {
+            memory_may_move: false,
+            ..tunables.clone()
+        },
+    );
+    let too_big = || anyhow::anyhow!("a pooled memory slot does not fit in the address space");
+    let reservation = usize::try_from(plan.reservation).map_err(|_| too_big())?;
+    let slot = plan
+        .guard_before
+        .checked_add(plan.reservation)
+        .and_then(|n| n.checked_add(plan.guard_size))
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(too_big)?;
+    let count = |n: u32| n as usize;
+    vm::pooling::Pool::new(
+        vm::pooling::PoolLimits {
+            total_core_instances: count(pooling.total_core_instances),
+            total_memories: count(pooling.total_memories),
+            total_tables: count(pooling.total_tables),
+            max_memory_size: pooling.max_memory_size,
+            max_core_instance_size: pooling.max_core_instance_size,
+            table_elements: pooling.table_elements,
+            max_memories_per_module: count(pooling.max_memories_per_module),
+            max_tables_per_module: count(pooling.max_tables_per_module),
+            max_unused_warm_slots: count(pooling.max_unused_warm_slots),
+            linear_memory_keep_resident: pooling.linear_memory_keep_resident,
+            pagemap_scan: pooling.pagemap_scan != crate::Enabled::No
+                && vm::sys::unix::dirty_pages::PageTracker::get().is_some(),
+        },
+        slot,
+        reservation,
+    )
 }

@@ -37,3 +37,4 @@ pub use table::*;
 pub use trap::*;
 pub use types::*;
 pub use values::*;
+pub use vm::pooling::PoolConcurrencyLimitError;

@@ -291,10 +291,18 @@ impl Instance {
                 );
             }
         }
-        let memories: Vec<usize> =
-            instance.memories[info.num_imported_memories as usize..].to_vec();
-        let pristine = instance
-            .pristine
+        let imported_memories = info.num_imported_memories as usize;
+        // Disjoint fields of the store: the instance's own lists, and the
+        // store's tables and memories. Nothing here allocates.
+        let instance = &mut opaque.instances[self.index as usize];
+        let vm::Instance {
+            pristine,
+            dropped_elems,
+            dropped_data,
+            memories,
+            ..
+        } = &mut **instance;
+        let pristine = pristine
             .as_deref()
             .context("cannot reset an instance whose instantiation did not finish")?;
         for (def, value) in &pristine.globals {
@@ -302,18 +310,12 @@ impl Instance {
             // which lives as long as the store; no guest code runs now.
             unsafe { (**def).0 = *value };
         }
-        let tables: Vec<(usize, Vec<usize>)> = pristine.tables.clone();
-        let (dropped_elems, dropped_data) = (
-            pristine.dropped_elems.clone(),
-            pristine.dropped_data.clone(),
-        );
-        let instance = &mut opaque.instances[self.index as usize];
-        instance.dropped_elems.copy_from_slice(&dropped_elems);
-        instance.dropped_data.copy_from_slice(&dropped_data);
-        for (store_index, elements) in &tables {
+        dropped_elems.copy_from_slice(&pristine.dropped_elems);
+        dropped_data.copy_from_slice(&pristine.dropped_data);
+        for (store_index, elements) in &pristine.tables {
             opaque.tables[*store_index].reset_to(elements);
         }
-        for store_index in memories {
+        for &store_index in &memories[imported_memories..] {
             opaque.memories[store_index].reset(policy)?;
         }
         Ok(())
@@ -506,8 +508,17 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
         info.num_defined_memories() as usize,
         info.num_defined_tables() as usize,
     )?;
-    store.register_module(module);
     let engine = store.engine().clone();
+    let mut pool_leases = Vec::new();
+    if let Some(pool) = engine.pool() {
+        fits_pool(&pool.limits, module)?;
+        pool_leases.push(pool.instances.acquire(1)?);
+        let tables = info.num_defined_tables() as usize;
+        if tables > 0 {
+            pool_leases.push(pool.tables.acquire(tables)?);
+        }
+    }
+    store.register_module(module);
     let id = u32::try_from(store.instances.len()).context("too many instances in one store")?;
     let store_ptr: *mut StoreOpaque = store;
     let mut instance = vm::Instance::new(
@@ -518,6 +529,7 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
         store.mmu_state(),
         id,
     )?;
+    instance.pool_leases = pool_leases;
 
     // Imports.
     for (import, item) in info.imports.iter().zip(imports) {
@@ -587,7 +599,7 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
         let image = module.memory_images().memory(defined).cloned();
         // SAFETY: the definition slot lives in the `VMContext`, which the
         // store keeps alive as long as the memory.
-        let id = unsafe { store.new_memory(ty, Some(def), image)? };
+        let id = unsafe { store.new_memory(ty, Some(def), image, true)? };
         instance.memories.push(id);
     }
 
@@ -601,6 +613,9 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
         let def = instance.table_definition(wasmtime_environ::DefinedTableIndex::new(defined));
         // SAFETY: as for memories.
         let id = unsafe { store.new_table(ty, 0, Some(def))? };
+        if let Some(pool) = engine.pool() {
+            store.tables[id].limit_elements(pool.limits.table_elements as u64);
+        }
         instance.tables.push(id);
     }
 
@@ -699,6 +714,67 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
     }
     capture_pristine(store, id, info.start.is_some(), &copied_into)?;
     Ok(handle)
+}
+
+/// Checks that `module` can ever be instantiated within a pool's limits
+/// (upstream's messages).
+fn fits_pool(limits: &vm::pooling::PoolLimits, module: &Module) -> Result<()> {
+    let info = module.info();
+    let memories = info.num_defined_memories() as usize;
+    if memories > limits.max_memories_per_module {
+        bail!(
+            "defined memories count of {memories} exceeds the per-instance limit of {}",
+            limits.max_memories_per_module
+        );
+    }
+    let tables = info.num_defined_tables() as usize;
+    if tables > limits.max_tables_per_module {
+        bail!(
+            "defined tables count of {tables} exceeds the per-instance limit of {}",
+            limits.max_tables_per_module
+        );
+    }
+    if tables > limits.total_tables {
+        bail!(
+            "defined tables count of {tables} exceeds the total tables limit of {}",
+            limits.total_tables
+        );
+    }
+    for (index, ty) in info
+        .memories
+        .iter()
+        .skip(info.num_imported_memories as usize)
+    {
+        let minimum = ty.minimum.saturating_mul(wasmtime_environ::WASM_PAGE_SIZE);
+        if minimum > limits.max_memory_size as u64 {
+            return Err(anyhow!(
+                "memory has a minimum byte size of {minimum} which exceeds the limit of {} bytes",
+                limits.max_memory_size
+            )
+            .context(format!(
+                "memory index {} is unsupported in this pooling allocator configuration",
+                index.index()
+            )));
+        }
+    }
+    for (index, ty) in info.tables.iter().skip(info.num_imported_tables as usize) {
+        if ty.minimum > limits.table_elements as u64 {
+            bail!(
+                "table index {} has a minimum element size of {} which exceeds the limit of {}",
+                index.index(),
+                ty.minimum,
+                limits.table_elements
+            );
+        }
+    }
+    let size = wasmtime_environ::vm::VMCTX_PREFIX_SIZE + module.offsets().size() as usize;
+    if size > limits.max_core_instance_size {
+        bail!(
+            "instance allocation for this module requires {size} bytes which exceeds the configured maximum of {} bytes",
+            limits.max_core_instance_size
+        );
+    }
+    Ok(())
 }
 
 /// Records what instance `id` holds right after instantiation, for

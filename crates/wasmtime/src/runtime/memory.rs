@@ -53,7 +53,7 @@ impl Memory {
         let store = store.as_context_mut();
         let opaque = &mut store.0.opaque;
         // SAFETY: the memory owns its definition.
-        let index = unsafe { opaque.new_memory(ty.wasm(), None, None)? };
+        let index = unsafe { opaque.new_memory(ty.wasm(), None, None, false)? };
         Ok(Memory {
             store: opaque.id(),
             index: u32::try_from(index)?,

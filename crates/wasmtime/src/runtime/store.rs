@@ -1355,6 +1355,7 @@ impl StoreOpaque {
         ty: &WasmMemoryType,
         definition: Option<*mut wasmtime_environ::vm::VMMemoryDefinition>,
         image: Option<Arc<vm::memory_image::MemoryImage>>,
+        pooled: bool,
     ) -> Result<usize> {
         if self.memories.len() >= self.memory_limit {
             bail!(
@@ -1374,12 +1375,23 @@ impl StoreOpaque {
             );
         }
         let tunables = self.engine.tunables().clone();
+        let pool = pooled
+            .then(|| self.engine.pool().map(|p| p.memories.clone()))
+            .flatten();
         // SAFETY: our caller guarantees the definition's validity (this
         // function's contract); `&mut self` means we run on the store's
         // thread, in host code, and the memory lives in `self.memories`, so
         // it is grown and dropped there too.
-        let memory =
-            unsafe { vm::Memory::new(ty, &tunables, definition, self.mmu.clone(), image)? };
+        let memory = unsafe {
+            vm::Memory::new(
+                ty,
+                &tunables,
+                definition,
+                self.mmu.clone(),
+                image,
+                pool.as_ref(),
+            )?
+        };
         self.memories.push(memory);
         Ok(self.memories.len() - 1)
     }

@@ -10,6 +10,7 @@ pub mod libcalls;
 pub mod memory;
 pub mod memory_image;
 pub mod mmu_interrupt;
+pub mod pooling;
 pub mod table;
 pub mod traphandlers;
 pub mod type_registry;

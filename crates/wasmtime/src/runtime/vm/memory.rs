@@ -20,6 +20,7 @@
 
 use super::memory_image::MemoryImage;
 use super::mmu_interrupt::MmuInterruptState;
+use super::pooling::{MemoryPool, SlotContents, SlotLease};
 use super::sys::unix::dirty_pages::PageTracker;
 use super::sys::unix::mmap::{Mmap, host_page_size};
 use crate::ResetPolicy;
@@ -61,6 +62,9 @@ pub struct Memory {
     /// The state a reset returns to, for memories defined by an instance
     /// (`Memory::capture_pristine`).
     pristine: Option<Box<Pristine>>,
+    /// For a memory in a pooling allocator's slot (then `mmap` is a view
+    /// of the slot): the slot, given back on drop.
+    slot: Option<SlotLease>,
 }
 
 /// What a defined memory held right after its instance was instantiated,
@@ -128,6 +132,7 @@ impl Memory {
         definition: Option<*mut VMMemoryDefinition>,
         mmu: Option<Arc<MmuInterruptState>>,
         image: Option<Arc<MemoryImage>>,
+        pool: Option<&Arc<MemoryPool>>,
     ) -> Result<Box<Memory>> {
         if ty.minimum > WASM32_MAX_PAGES {
             bail!(
@@ -140,19 +145,79 @@ impl Memory {
         {
             bail!("memory maximum size is smaller than its minimum size");
         }
-        let plan = MemoryPlan::for_memory(ty, tunables);
+        let mut plan = MemoryPlan::for_memory(ty, tunables);
         if plan.mmu_poll_page && mmu.is_none() {
             bail!("a memory with an MMU poll page needs its store's MMU state");
         }
         let minimum = usize::try_from(ty.minimum * WASM_PAGE_SIZE)?;
-        let reservation = usize::try_from(plan.reservation)?;
+        let mut maximum_bytes = ty.maximum_byte_size();
         let poll_mode = mmu.as_deref().map(MmuInterruptState::mode);
         if let Some(image) = &image
             && image.offset() + image.len() > minimum
         {
             bail!("a memory image does not fit in its memory's minimum size");
         }
-        let mmap = map_memory(&plan, reservation, minimum, poll_mode, image.as_deref())?;
+        let (mmap, slot, reservation) = match pool {
+            None => {
+                let reservation = usize::try_from(plan.reservation)?;
+                let mmap = map_memory(&plan, reservation, minimum, poll_mode, image.as_deref())?;
+                (mmap, None, reservation)
+            }
+            Some(pool) => {
+                let limit = pool.max_memory_size();
+                if minimum > limit {
+                    bail!(
+                        "memory has a minimum byte size of {minimum} which exceeds the limit of {limit} bytes"
+                    );
+                }
+                // A slot's memory never moves: it grows in place up to the
+                // pool's limit (which `Pool::new` keeps within the
+                // reservation every plan assumes).
+                maximum_bytes = maximum_bytes.min(limit as u64);
+                plan.may_move = false;
+                let reservation = limit;
+                let taken = pool.take(image.as_ref())?;
+                let base = usize::try_from(plan.guard_before)?;
+                // SAFETY: the slot is ours alone; its ranges below are
+                // inside it (the pool sized slots for this plan), and
+                // their old contents are the image and zeros, or nothing.
+                unsafe {
+                    match taken.ready {
+                        Some(ready) if ready >= minimum => {
+                            taken
+                                .view
+                                .protect(base + minimum, ready - minimum, libc::PROT_NONE)?
+                        }
+                        Some(ready) => taken.view.make_accessible(base + ready, minimum - ready)?,
+                        None => {
+                            taken.view.make_accessible(base, minimum)?;
+                            if let Some(image) = &image {
+                                taken.view.map_file_at(
+                                    base + image.offset(),
+                                    image.len(),
+                                    image.fd(),
+                                )?;
+                            }
+                        }
+                    }
+                    if plan.mmu_poll_page {
+                        let mode = poll_mode
+                            .context("a memory with an MMU poll page needs its store's mode")?;
+                        taken
+                            .view
+                            .make_poll_page(base - MMU_POLL_PAGE_SIZE, MMU_POLL_PAGE_SIZE, mode)
+                            .context("failed to map a linear memory's MMU poll page")?;
+                    } else if taken.poll_page {
+                        taken.view.protect(
+                            base - MMU_POLL_PAGE_SIZE,
+                            MMU_POLL_PAGE_SIZE,
+                            libc::PROT_NONE,
+                        )?;
+                    }
+                }
+                (taken.view, Some(taken.lease), reservation)
+            }
+        };
         let (definition, owned) = match definition {
             Some(d) => (d, None),
             None => {
@@ -168,7 +233,7 @@ impl Memory {
             mmap,
             reservation,
             accessible: minimum,
-            maximum_bytes: ty.maximum_byte_size(),
+            maximum_bytes,
             plan,
             growth_reservation: tunables.memory_reservation_for_growth,
             ty: *ty,
@@ -178,6 +243,7 @@ impl Memory {
             image,
             original_mapping: true,
             pristine: None,
+            slot,
         });
         memory.register_poll_page();
         memory.publish();
@@ -581,6 +647,19 @@ fn overlay_page(pristine: &Pristine, offset: usize, page: usize) -> Option<&[u8]
 impl Drop for Memory {
     fn drop(&mut self) {
         self.unregister_poll_page();
+        if let Some(slot) = self.slot.take() {
+            let written_known = self
+                .pristine
+                .as_ref()
+                .is_none_or(|p| p.discovery != Discovery::WriteProtected);
+            slot.release(Some(SlotContents {
+                base_offset: self.base_offset,
+                accessible: self.accessible,
+                image: self.image.as_ref(),
+                written_known,
+                poll_page: self.plan.mmu_poll_page,
+            }));
+        }
     }
 }
 
@@ -645,7 +724,8 @@ mod tests {
     fn grow_in_place() {
         let tunables = Tunables::default();
         // SAFETY: the memory owns its definition.
-        let mut m = unsafe { Memory::new(&ty(1, Some(4)), &tunables, None, None, None) }.unwrap();
+        let mut m =
+            unsafe { Memory::new(&ty(1, Some(4)), &tunables, None, None, None, None) }.unwrap();
         let base = m.base();
         // SAFETY: the definition is owned by `m`.
         unsafe {
@@ -673,7 +753,8 @@ mod tests {
             ..Tunables::default()
         };
         // SAFETY: the memory owns its definition.
-        let mut m = unsafe { Memory::new(&ty(1, None), &tunables, None, None, None) }.unwrap();
+        let mut m =
+            unsafe { Memory::new(&ty(1, None), &tunables, None, None, None, None) }.unwrap();
         // SAFETY: one page is accessible.
         unsafe { *m.base().add(10) = 42 };
         let old = m.base();
@@ -698,7 +779,8 @@ mod tests {
             ..Tunables::default()
         };
         // SAFETY: the memory owns its definition.
-        let mut m = unsafe { Memory::new(&ty(1, None), &tunables, None, None, None) }.unwrap();
+        let mut m =
+            unsafe { Memory::new(&ty(1, None), &tunables, None, None, None, None) }.unwrap();
         assert_eq!(m.grow(1), Some(1));
         assert_eq!(m.grow(1), None);
     }
@@ -720,9 +802,17 @@ mod tests {
             .cloned();
         assert!(image.is_some());
         // SAFETY: the memory owns its definition.
-        let mut m =
-            unsafe { Memory::new(&ty(pages, None), &Tunables::default(), None, None, image) }
-                .unwrap();
+        let mut m = unsafe {
+            Memory::new(
+                &ty(pages, None),
+                &Tunables::default(),
+                None,
+                None,
+                image,
+                None,
+            )
+        }
+        .unwrap();
         m.capture_pristine(false).unwrap();
         m
     }
@@ -818,7 +908,8 @@ mod tests {
         // A memory with no pristine state refuses.
         // SAFETY: the memory owns its definition.
         let mut host =
-            unsafe { Memory::new(&ty(1, None), &Tunables::default(), None, None, None) }.unwrap();
+            unsafe { Memory::new(&ty(1, None), &Tunables::default(), None, None, None, None) }
+                .unwrap();
         assert!(host.reset(ResetPolicy::Copy).is_err());
     }
 
@@ -826,9 +917,12 @@ mod tests {
     fn limits() {
         let tunables = Tunables::default();
         // SAFETY: the memory owns its definition.
-        assert!(unsafe { Memory::new(&ty(65537, None), &tunables, None, None, None) }.is_err());
+        assert!(
+            unsafe { Memory::new(&ty(65537, None), &tunables, None, None, None, None) }.is_err()
+        );
         // SAFETY: as above.
-        let mut m = unsafe { Memory::new(&ty(0, None), &tunables, None, None, None) }.unwrap();
+        let mut m =
+            unsafe { Memory::new(&ty(0, None), &tunables, None, None, None, None) }.unwrap();
         assert_eq!(m.grow(65537), None);
         assert_eq!(m.grow(u64::MAX), None);
         assert_eq!(m.byte_size(), 0);

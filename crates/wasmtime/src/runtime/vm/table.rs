@@ -19,6 +19,9 @@ pub const MAX_TABLE_ELEMENTS: u64 = 10_000_000;
 pub struct Table {
     elements: Vec<usize>,
     ty: WasmTableType,
+    /// The most elements growth may reach besides the type's maximum (a
+    /// pooling allocator's `table_elements`).
+    element_limit: u64,
     definition: *mut VMTableDefinition,
     _owned_definition: Option<Box<UnsafeCell<VMTableDefinition>>>,
 }
@@ -59,6 +62,7 @@ impl Table {
         let table = Box::new(Table {
             elements: vec![init; ty.minimum as usize],
             ty: *ty,
+            element_limit: MAX_TABLE_ELEMENTS,
             definition,
             _owned_definition: owned,
         });
@@ -183,7 +187,7 @@ impl Table {
             .ty
             .maximum
             .unwrap_or(u64::from(u32::MAX))
-            .min(MAX_TABLE_ELEMENTS);
+            .min(self.element_limit);
         if new > max {
             return None;
         }
@@ -191,6 +195,12 @@ impl Table {
         self.elements.resize(new as usize, init);
         self.publish();
         Some(old)
+    }
+
+    /// Lowers the most elements growth may reach (never raises it past
+    /// [`MAX_TABLE_ELEMENTS`]).
+    pub fn limit_elements(&mut self, limit: u64) {
+        self.element_limit = self.element_limit.min(limit);
     }
 
     /// All elements, in order.

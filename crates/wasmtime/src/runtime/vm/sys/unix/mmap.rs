@@ -27,6 +27,9 @@ pub fn host_page_size() -> usize {
 pub struct Mmap {
     ptr: NonNull<u8>,
     len: usize,
+    /// Whether dropping this value unmaps the range (false for a view of
+    /// part of another mapping, see [`Mmap::view`]).
+    owned: bool,
 }
 
 // SAFETY: an `Mmap` is just an owned address range; the bytes are accessed
@@ -41,6 +44,7 @@ impl Mmap {
         Mmap {
             ptr: NonNull::dangling(),
             len: 0,
+            owned: false,
         }
     }
 
@@ -89,6 +93,7 @@ impl Mmap {
         Ok(Mmap {
             ptr: NonNull::new(ptr.cast()).ok_or_else(|| anyhow::anyhow!("mmap returned null"))?,
             len,
+            owned: true,
         })
     }
 
@@ -117,6 +122,7 @@ impl Mmap {
         Ok(Mmap {
             ptr: NonNull::new(ptr.cast()).ok_or_else(|| anyhow::anyhow!("mmap returned null"))?,
             len,
+            owned: true,
         })
     }
 
@@ -261,6 +267,7 @@ impl Mmap {
         Ok(Mmap {
             ptr: NonNull::new(ptr.cast()).ok_or_else(|| anyhow::anyhow!("mmap returned null"))?,
             len,
+            owned: true,
         })
     }
 
@@ -340,9 +347,59 @@ impl Mmap {
     }
 }
 
+impl Mmap {
+    /// A non-owning handle on `[ptr, ptr + len)`, part of a mapping that
+    /// someone else owns (a pool slot): the same operations, but dropping
+    /// it unmaps nothing.
+    ///
+    /// # Safety
+    ///
+    /// The range must be mapped, page-aligned, and outlive the returned
+    /// value; whoever holds the view is the only user of the range.
+    pub unsafe fn view(ptr: *mut u8, len: usize) -> Mmap {
+        Mmap {
+            ptr: NonNull::new(ptr).unwrap_or(NonNull::dangling()),
+            len,
+            owned: false,
+        }
+    }
+
+    /// Replaces the whole range with fresh inaccessible address space, as
+    /// [`Mmap::reserve`] would give: every page, file mapping and
+    /// userfaultfd registration in it is dropped.
+    ///
+    /// # Safety
+    ///
+    /// Nothing may use the range's contents any more.
+    pub unsafe fn replace_with_reservation(&self) -> Result<()> {
+        if self.len == 0 {
+            return Ok(());
+        }
+        // SAFETY: `MAP_FIXED` over exactly this range, which we own (or
+        // view exclusively) and whose contents the caller gave up.
+        let ptr = unsafe {
+            libc::mmap(
+                self.ptr.as_ptr().cast(),
+                self.len,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            bail!(
+                "failed to reset a memory reservation: {}",
+                io::Error::last_os_error()
+            );
+        }
+        Ok(())
+    }
+}
+
 impl Drop for Mmap {
     fn drop(&mut self) {
-        if self.len == 0 {
+        if self.len == 0 || !self.owned {
             return;
         }
         // SAFETY: this mapping is owned and unmapped exactly once.

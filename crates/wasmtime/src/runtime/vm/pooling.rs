@@ -1,0 +1,499 @@
+//! The pooling allocator's linear-memory slots and its concurrency limits.
+//!
+//! With `InstanceAllocationStrategy::Pooling` the engine reserves, when it
+//! is created, one `PROT_NONE` region of `total_memories` equal slots, each
+//! big enough for any memory the engine's plans allow (leading guard,
+//! `memory_reservation`, trailing guard). A memory takes a slot, makes its
+//! pages accessible and maps its image there; when the memory is dropped
+//! the slot goes back to the pool *warm*: its written pages restored to the
+//! image (by copying up to `linear_memory_keep_resident` bytes, by
+//! `madvise` beyond), the image left mapped. The next memory of the same
+//! module that takes it finds it ready: no `mmap`, no image mapping, no
+//! page faults for the kept pages. A slot of another module, or a warm slot
+//! beyond `max_unused_warm_slots`, is wiped with one `mmap(MAP_FIXED)` of
+//! fresh `PROT_NONE` memory.
+//!
+//! Instances and tables are counted against their limits here too; their
+//! storage is still allocated on demand (see docs/architecture.md,
+//! "The pooling allocator").
+
+use super::memory_image::MemoryImage;
+use super::sys::unix::dirty_pages::PageTracker;
+use super::sys::unix::mmap::{Mmap, host_page_size};
+use anyhow::{Result, bail};
+use std::fmt;
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The limits and policies of a pool, from `PoolingAllocationConfig`.
+#[derive(Clone, Debug)]
+pub struct PoolLimits {
+    /// Live core instances at once.
+    pub total_core_instances: usize,
+    /// Live pooled linear memories at once (the number of slots).
+    pub total_memories: usize,
+    /// Live tables defined by instances at once.
+    pub total_tables: usize,
+    /// The most bytes one pooled memory may grow to.
+    pub max_memory_size: usize,
+    /// The most bytes an instance's `VMContext` may take.
+    pub max_core_instance_size: usize,
+    /// The most elements a table defined by an instance may have.
+    pub table_elements: usize,
+    /// Memories one module may define.
+    pub max_memories_per_module: usize,
+    /// Tables one module may define.
+    pub max_tables_per_module: usize,
+    /// Free slots kept warm (image mapped, pages resident).
+    pub max_unused_warm_slots: usize,
+    /// Bytes of written pages restored by copying, not decommitting, when
+    /// a slot is released.
+    pub linear_memory_keep_resident: usize,
+    /// Whether releasing a slot asks the kernel which pages were written
+    /// (`PAGEMAP_SCAN`) instead of treating the first
+    /// `linear_memory_keep_resident` bytes as written and decommitting the
+    /// rest.
+    pub pagemap_scan: bool,
+}
+
+/// Upstream's error when a pool is exhausted: a limit on concurrent
+/// objects was reached. Returned (inside `anyhow::Error`) by
+/// instantiation and memory creation; embedders may downcast to it to
+/// tell "retry later" from other failures.
+#[derive(Debug)]
+pub struct PoolConcurrencyLimitError {
+    limit: usize,
+    kind: &'static str,
+}
+
+impl fmt::Display for PoolConcurrencyLimitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "maximum concurrent limit of {} for {} reached",
+            self.limit, self.kind
+        )
+    }
+}
+
+impl std::error::Error for PoolConcurrencyLimitError {}
+
+/// A counter of live objects under a limit.
+#[derive(Debug)]
+pub struct Quota {
+    live: AtomicUsize,
+    limit: usize,
+    kind: &'static str,
+}
+
+impl Quota {
+    fn new(limit: usize, kind: &'static str) -> Quota {
+        Quota {
+            live: AtomicUsize::new(0),
+            limit,
+            kind,
+        }
+    }
+
+    /// Takes `n` units, or fails with [`PoolConcurrencyLimitError`] (taking
+    /// nothing).
+    pub fn acquire(self: &Arc<Self>, n: usize) -> Result<QuotaLease> {
+        let taken = self
+            .live
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |live| {
+                live.checked_add(n).filter(|&total| total <= self.limit)
+            });
+        if taken.is_err() {
+            return Err(PoolConcurrencyLimitError {
+                limit: self.limit,
+                kind: self.kind,
+            }
+            .into());
+        }
+        Ok(QuotaLease {
+            quota: self.clone(),
+            n,
+        })
+    }
+}
+
+/// Units of a [`Quota`], given back on drop.
+#[derive(Debug)]
+pub struct QuotaLease {
+    quota: Arc<Quota>,
+    n: usize,
+}
+
+impl Drop for QuotaLease {
+    fn drop(&mut self) {
+        self.quota.live.fetch_sub(self.n, Ordering::AcqRel);
+    }
+}
+
+/// The engine's pool: memory slots plus the instance and table quotas.
+#[derive(Debug)]
+pub struct Pool {
+    /// The limits it was made with.
+    pub limits: PoolLimits,
+    /// Live core instances.
+    pub instances: Arc<Quota>,
+    /// Live tables defined by instances.
+    pub tables: Arc<Quota>,
+    /// The memory slots.
+    pub memories: Arc<MemoryPool>,
+}
+
+impl Pool {
+    /// Reserves the pool's address space: `total_memories` slots of
+    /// `slot_size` bytes each (a memory's base sits `guard_before` bytes in).
+    ///
+    /// # Errors
+    ///
+    /// If the limits contradict the engine's memory settings, or the
+    /// address space cannot be reserved.
+    pub fn new(limits: PoolLimits, slot_size: usize, reservation: usize) -> Result<Pool> {
+        if limits.max_memory_size > reservation {
+            bail!(
+                "maximum memory size of {:#x} bytes exceeds the configured memory reservation of {:#x} bytes",
+                limits.max_memory_size,
+                reservation
+            );
+        }
+        let page = host_page_size();
+        let stride = slot_size
+            .checked_next_multiple_of(page)
+            .filter(|s| *s > 0)
+            .ok_or_else(|| anyhow::anyhow!("pooled memory slot size overflows"))?;
+        let total = stride
+            .checked_mul(limits.total_memories)
+            .ok_or_else(|| anyhow::anyhow!("the memory pool's size overflows the address space"))?;
+        let mapping = Mmap::reserve(total).map_err(|e| {
+            e.context(format!(
+                "failed to reserve {} memory slots of {stride:#x} bytes for the pooling allocator",
+                limits.total_memories
+            ))
+        })?;
+        let memories = Arc::new(MemoryPool {
+            mapping,
+            stride,
+            slots: Mutex::new(SlotList {
+                free: (0..limits.total_memories)
+                    .rev()
+                    .map(FreeSlot::cold)
+                    .collect(),
+                warm: 0,
+            }),
+            limits: limits.clone(),
+        });
+        Ok(Pool {
+            instances: Arc::new(Quota::new(limits.total_core_instances, "core instances")),
+            tables: Arc::new(Quota::new(limits.total_tables, "tables")),
+            memories,
+            limits,
+        })
+    }
+}
+
+/// The linear-memory slots of a pool.
+#[derive(Debug)]
+pub struct MemoryPool {
+    mapping: Mmap,
+    stride: usize,
+    slots: Mutex<SlotList>,
+    limits: PoolLimits,
+}
+
+/// Free slots, most recently released last. Warm ones (those with an
+/// `image` or resident pages) are at most `max_unused_warm_slots`.
+#[derive(Debug)]
+struct SlotList {
+    free: Vec<FreeSlot>,
+    warm: usize,
+}
+
+/// What a free slot holds.
+#[derive(Debug)]
+struct FreeSlot {
+    index: usize,
+    /// `None`: wiped (fresh `PROT_NONE`). `Some`: warm: the first
+    /// `accessible` bytes after the base are read-write and hold exactly
+    /// the image (or zeros where it has none), the rest `PROT_NONE`.
+    warm: Option<WarmState>,
+}
+
+#[derive(Debug)]
+struct WarmState {
+    image: Option<Arc<MemoryImage>>,
+    accessible: usize,
+    /// Whether the page below the base was made a poll page.
+    poll_page: bool,
+}
+
+impl FreeSlot {
+    fn cold(index: usize) -> FreeSlot {
+        FreeSlot { index, warm: None }
+    }
+}
+
+/// A slot taken from the pool: where it is, and what it already holds.
+#[derive(Debug)]
+pub struct TakenSlot {
+    /// A non-owning view of the slot's whole range.
+    pub view: Mmap,
+    /// If the slot is warm with the requested image: how many bytes after
+    /// the base are already read-write (holding the image and zeros).
+    pub ready: Option<usize>,
+    /// Whether the page below the base is still a poll page from the
+    /// previous user (only meaningful when `ready` is `Some`).
+    pub poll_page: bool,
+    /// Given back to the pool when dropped.
+    pub lease: SlotLease,
+}
+
+/// Ownership of one slot; its drop does nothing by itself: the memory
+/// gives the slot back with [`MemoryPool::release`], which needs to know
+/// what the memory left in it.
+#[derive(Debug)]
+pub struct SlotLease {
+    pool: Arc<MemoryPool>,
+    index: usize,
+    released: bool,
+}
+
+impl SlotLease {
+    /// Gives the slot back. `left` says what its memory left in it (`None`:
+    /// unknown, so the slot is wiped).
+    pub fn release(mut self, left: Option<SlotContents<'_>>) {
+        self.released = true;
+        self.pool.give_back(self.index, left);
+    }
+}
+
+impl Drop for SlotLease {
+    fn drop(&mut self) {
+        if !self.released {
+            // Released without a report (the memory failed half-way
+            // through creation): wipe the slot so no state leaks.
+            let index = self.index;
+            self.pool.give_back(index, None);
+        }
+    }
+}
+
+impl MemoryPool {
+    /// The base offset of slot `index` in the pool mapping.
+    fn slot_start(&self, index: usize) -> *mut u8 {
+        // SAFETY: `index < total_memories`, so the slot lies inside the
+        // pool mapping.
+        unsafe { self.mapping.as_ptr().add(index * self.stride) }
+    }
+
+    /// The most bytes one pooled memory may hold.
+    pub fn max_memory_size(&self) -> usize {
+        self.limits.max_memory_size
+    }
+
+    /// Takes a slot, preferring a warm one that already holds `image` (the
+    /// same `Arc`, or both `None`).
+    ///
+    /// # Errors
+    ///
+    /// [`PoolConcurrencyLimitError`] when every slot is in use; an error if
+    /// wiping a slot of another module fails.
+    pub fn take(self: &Arc<Self>, image: Option<&Arc<MemoryImage>>) -> Result<TakenSlot> {
+        let same = |state: &WarmState| match (&state.image, image) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        let slot = {
+            let mut list = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            let position = list
+                .free
+                .iter()
+                .rposition(|s| s.warm.as_ref().is_some_and(same))
+                .or_else(|| list.free.iter().rposition(|s| s.warm.is_none()))
+                .or_else(|| list.free.len().checked_sub(1));
+            let Some(position) = position else {
+                return Err(PoolConcurrencyLimitError {
+                    limit: self.limits.total_memories,
+                    kind: "memories",
+                }
+                .into());
+            };
+            let slot = list.free.remove(position);
+            if slot.warm.is_some() {
+                list.warm -= 1;
+            }
+            slot
+        };
+        let lease = SlotLease {
+            pool: self.clone(),
+            index: slot.index,
+            released: false,
+        };
+        // SAFETY: the slot is ours alone now (taken from the free list
+        // under the lock) and lies inside the pool mapping, which outlives
+        // the lease (the lease holds the pool).
+        let view = unsafe { Mmap::view(self.slot_start(slot.index), self.stride) };
+        let (ready, poll_page) = match slot.warm {
+            Some(state) if same(&state) => (Some(state.accessible), state.poll_page),
+            Some(_) => {
+                wipe(&view)?;
+                (None, false)
+            }
+            None => (None, false),
+        };
+        Ok(TakenSlot {
+            view,
+            ready,
+            poll_page,
+            lease,
+        })
+    }
+
+    fn give_back(&self, index: usize, left: Option<SlotContents<'_>>) {
+        // SAFETY: the slot is still ours (not yet in the free list) and
+        // inside the pool mapping.
+        let view = unsafe { Mmap::view(self.slot_start(index), self.stride) };
+        // A slot registered for userfaultfd write protection would confuse
+        // its next user's page queries (the markers read as swapped pages):
+        // wipe it.
+        let left = left.filter(|contents| contents.written_known);
+        let warm = left.and_then(|contents| match self.clean(&view, &contents) {
+            Ok(()) => Some(WarmState {
+                image: contents.image.cloned(),
+                accessible: contents.accessible,
+                poll_page: contents.poll_page,
+            }),
+            Err(e) => {
+                log::warn!("wiping a pooled memory slot that could not be cleaned: {e:#}");
+                None
+            }
+        });
+        let warm = match warm {
+            Some(state) if self.limits.max_unused_warm_slots > 0 => Some(state),
+            _ => None,
+        };
+        if warm.is_none()
+            && let Err(e) = wipe(&view)
+        {
+            // The slot keeps whatever it held; it must not be reused.
+            log::error!("leaking a pooled memory slot that could not be wiped: {e:#}");
+            return;
+        }
+        let mut list = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        if warm.is_some() {
+            list.warm += 1;
+        }
+        list.free.push(FreeSlot { index, warm });
+        // Too many warm slots: the oldest warm one gets wiped. (Done under
+        // the lock; it is one `mmap` and rare in steady state.)
+        if list.warm > self.limits.max_unused_warm_slots
+            && let Some(oldest) = list.free.iter().position(|s| s.warm.is_some())
+        {
+            let index = list.free[oldest].index;
+            // SAFETY: the slot is free (in the list, under the lock), so
+            // no memory uses it.
+            let view = unsafe { Mmap::view(self.slot_start(index), self.stride) };
+            if wipe(&view).is_ok() {
+                list.free[oldest].warm = None;
+                list.warm -= 1;
+            } else {
+                list.free.remove(oldest);
+                list.warm -= 1;
+                log::error!("leaking a pooled memory slot that could not be wiped");
+            }
+        }
+    }
+
+    /// Restores the written pages of a released slot to the image and
+    /// zeros, keeping up to `linear_memory_keep_resident` bytes of them
+    /// resident (copied) and decommitting the rest.
+    fn clean(&self, view: &Mmap, contents: &SlotContents<'_>) -> Result<()> {
+        let page = host_page_size();
+        let keep = self
+            .limits
+            .linear_memory_keep_resident
+            .next_multiple_of(page);
+        let base = contents.base_offset;
+        let mut written: Vec<Range<usize>> = Vec::new();
+        match (self.limits.pagemap_scan, PageTracker::get()) {
+            (true, Some(tracker)) => {
+                // SAFETY: the accessible range lies inside the slot view.
+                let start = unsafe { view.as_ptr().add(base) };
+                tracker.anonymous_pages(start, contents.accessible, &mut written)?
+            }
+            _ => {
+                // Unknown: the first `keep` bytes are restored in place,
+                // the rest decommitted.
+                let kept = keep.min(contents.accessible);
+                if kept > 0 {
+                    written.push(0..kept);
+                }
+                if contents.accessible > kept {
+                    // SAFETY: inside the slot; the memory is gone, so its
+                    // bytes are no one's.
+                    unsafe { view.decommit(base + kept, contents.accessible - kept)? };
+                }
+            }
+        }
+        let total: usize = written.iter().map(|r| r.len()).sum();
+        let image = contents.image.map(|i| (i.offset(), i.bytes()));
+        for range in &written {
+            if total > keep {
+                // SAFETY: as above.
+                unsafe { view.decommit(base + range.start, range.len())? };
+                continue;
+            }
+            for offset in range.clone().step_by(page) {
+                let source = image.and_then(|(start, bytes)| {
+                    let at = offset.checked_sub(start)?;
+                    bytes.get(at..at + page)
+                });
+                // SAFETY: the page is inside the slot's accessible range;
+                // the memory that used it is gone.
+                unsafe {
+                    let dst = view.as_ptr().add(base + offset);
+                    match source {
+                        Some(bytes) => std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, page),
+                        None => std::ptr::write_bytes(dst, 0, page),
+                    }
+                }
+            }
+        }
+        if contents.poll_page {
+            // The poll page goes back to zeros (pointer-swap mode wrote its
+            // slot); the next user makes it a poll page again.
+            // SAFETY: the page right below the base is in the slot's
+            // leading guard, and its store is gone.
+            unsafe { view.decommit(base - page, page)? };
+        }
+        Ok(())
+    }
+}
+
+/// What a memory leaves in its slot when it is dropped.
+#[derive(Debug)]
+pub struct SlotContents<'a> {
+    /// Offset of the memory's base in the slot.
+    pub base_offset: usize,
+    /// Read-write bytes after the base.
+    pub accessible: usize,
+    /// The image mapped at its offset, if any.
+    pub image: Option<&'a Arc<MemoryImage>>,
+    /// Whether the pages' private-data state tells which were written
+    /// (false once userfaultfd write protection was registered on them:
+    /// its markers read as swapped).
+    pub written_known: bool,
+    /// Whether the page below the base was made a poll page.
+    pub poll_page: bool,
+}
+
+/// Replaces a whole slot with fresh `PROT_NONE` address space: no pages,
+/// no image, no userfaultfd registration.
+fn wipe(view: &Mmap) -> Result<()> {
+    // SAFETY: the view is a slot nobody uses (taken or being released).
+    unsafe { view.replace_with_reservation() }
+}
