@@ -10,6 +10,8 @@
 //! cargo run --release -p wasmtime-mmu-benches -- mmu-load [--workers N] [--runs N] [--quick] [--arming mprotect|swap|both]
 //! cargo run --release -p wasmtime-mmu-benches -- cache-run --upstream-cli PATH [--runs N] [--programs N]
 //! cargo run --release -p wasmtime-mmu-benches -- load [--runs N] [--module FILE.wasm]...
+//! cargo run --release -p wasmtime-mmu-benches -- reset [--runs N] [--calls N] [--sizes 256k,4m,16m] [--threads 1,2] [--workloads fixed,rotating] [--syscalls [--resets N]]
+//! cargo run --release -p wasmtime-mmu-benches -- reset-syscalls [--resets N]
 //! ```
 //!
 //! Modes (`--mode`, see [`modes`]): `plain` (the default of `kernels` and
@@ -33,6 +35,12 @@
 //! `cache-run` and `load` (see [`artifacts`]) measure precompiled modules:
 //! whole `wasmtime run` processes with warm compile caches against
 //! upstream's command-line tool, and loading an artifact against compiling.
+//!
+//! `reset` (see [`reset`]) prices per-request instance isolation (upstream
+//! issue #14313): fresh instances, upstream's pooling and our
+//! `Instance::reset` under each `ResetPolicy`, against a no-reset floor;
+//! `reset-syscalls` counts the system calls of a shootdown-free reset under
+//! `strace`.
 
 mod artifacts;
 mod interrupt;
@@ -40,6 +48,7 @@ mod kernels;
 mod load;
 mod modes;
 mod probe;
+mod reset;
 mod roundtrip;
 mod sightglass;
 mod stacks;
@@ -59,6 +68,9 @@ usage: bench kernels [--runs N] [--filter NAME[,NAME...]] [--mode MODE]
        bench mmu-load [--workers N] [--runs N] [--quick] [--arming mprotect|swap|both]
        bench cache-run --upstream-cli PATH [--runs N] [--programs N] [--filter NAME[,NAME...]]
        bench load [--runs N] [--module FILE.wasm]...
+       bench reset [--runs N] [--calls N] [--sizes 256k,4m,16m] [--threads 1,2]
+                   [--workloads fixed,rotating] [--syscalls [--resets N]]
+       bench reset-syscalls [--resets N]
 MODE: plain, epochs, fuel, mmu (ours with MMU polls, set against upstream's epochs,
       which it measures too) or all (the default of interrupt-overhead)
 --engine E:MODE: only engine E in only that mode (plain, epoch, fuel or mmu)
@@ -68,7 +80,10 @@ MODE: plain, epochs, fuel, mmu (ours with MMU polls, set against upstream's epoc
 --workers: mmu-load's busy worker threads (default: the number of CPUs)
 --upstream-cli: upstream Wasmtime 48's `wasmtime` binary, for cache-run
 --programs: cache-run's count of programs, the largest first (default 8)
---module: a module for load (repeatable; default sqlite3 and the largest Sightglass program)";
+--module: a module for load (repeatable; default sqlite3 and the largest Sightglass program)
+--calls, --sizes, --threads, --workloads: reset's calls per round and thread (default: calibrated
+          to about 0.25 s a round), memory sizes, thread counts and page patterns (default all)
+--resets: resets counted under strace by reset-syscalls and reset --syscalls (default 10,000)";
 
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
@@ -78,6 +93,10 @@ fn main() -> Result<()> {
     if command == "-h" || command == "--help" {
         println!("{USAGE}");
         return Ok(());
+    }
+    // `reset` and `reset-syscalls` have options of their own.
+    if matches!(command.as_str(), "reset" | "reset-syscalls" | reset::CHILD) {
+        return reset::run(&command, args);
     }
     let options = Options::parse(args)?;
     if matches!(
@@ -108,7 +127,8 @@ fn main() -> Result<()> {
         "load" => artifacts::load(&options),
         other => bail!(
             "unknown benchmark suite `{other}` (expected `kernels`, `interrupt-overhead`, \
-             `stacks`, `sightglass`, `mmu-roundtrip`, `mmu-load`, `cache-run` or `load`)"
+             `stacks`, `sightglass`, `mmu-roundtrip`, `mmu-load`, `cache-run`, `load`, \
+             `reset` or `reset-syscalls`)"
         ),
     }
 }
