@@ -125,7 +125,10 @@ fn configs() -> Vec<(&'static str, Config)> {
         f(&mut config);
         out.push((name, config));
     };
-    add("copy (default)", &|_| {});
+    add("default (shootdown-free, 64 KiB)", &|_| {});
+    add("copy", &|c| {
+        c.instance_reset_policy(ResetPolicy::Copy);
+    });
     add("copy without CoW images", &|c| {
         c.memory_init_cow(false);
     });
@@ -145,7 +148,8 @@ fn configs() -> Vec<(&'static str, Config)> {
             .memory_init_cow(false);
     });
     add("pooling, copy", &|c| {
-        c.allocation_strategy(pooled());
+        c.allocation_strategy(pooled())
+            .instance_reset_policy(ResetPolicy::Copy);
     });
     add("pooling, shootdown-free", &|c| {
         c.allocation_strategy(pooled())

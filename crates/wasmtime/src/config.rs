@@ -57,6 +57,10 @@ pub struct Config {
     pub(crate) reset_policy: ResetPolicy,
 }
 
+/// The default [`ResetPolicy::ShootdownFree`] budget (see
+/// [`Config::instance_reset_policy`]).
+pub(crate) const DEFAULT_RESET_RESIDENT_BUDGET: usize = 64 << 10;
+
 pub(crate) const DEFAULT_WASM_BACKTRACE_MAX_FRAMES: NonZeroUsize = NonZeroUsize::new(20).unwrap();
 
 /// Proposals that [`Engine::new`](crate::Engine::new) rejects when turned on,
@@ -111,7 +115,9 @@ impl Config {
             allocation_strategy: InstanceAllocationStrategy::OnDemand,
             cache: None,
             memory_init_cow: true,
-            reset_policy: ResetPolicy::Copy,
+            reset_policy: ResetPolicy::ShootdownFree {
+                resident_budget: DEFAULT_RESET_RESIDENT_BUDGET,
+            },
         }
     }
 
@@ -1285,7 +1291,12 @@ impl Config {
     ///
     /// ## Default
     ///
-    /// [`ResetPolicy::Copy`].
+    /// [`ResetPolicy::ShootdownFree`] with a budget of 64 KiB (16 pages):
+    /// in `bench reset` (docs/benchmarks.md) it was the fastest policy for
+    /// every memory size, whether a request wrote the same pages each time
+    /// or different ones. A guest whose requests write more pages than the
+    /// budget gets decommitted at every reset (the cost of
+    /// [`ResetPolicy::Decommit`]); raise the budget to its working set.
     ///
     /// # Errors
     ///
