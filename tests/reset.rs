@@ -469,3 +469,44 @@ fn many_resets_with_rotating_pages() {
         assert_eq!(state(store, instance), fresh, "{name}");
     });
 }
+
+/// Found by the `reset` fuzz target: a memory with no pages and no
+/// reservation has a dangling base and an empty mapping, which the page
+/// queries and the write-protect registration must take in their stride.
+#[test]
+fn empty_memories_with_no_reservation() {
+    for policy in [
+        ResetPolicy::Copy,
+        ResetPolicy::ShootdownFree { resident_budget: 0 },
+        ResetPolicy::Decommit,
+    ] {
+        for mmu in [false, true] {
+            let mut config = Config::new();
+            config
+                .memory_reservation(0)
+                .memory_guard_size(0)
+                .memory_reservation_for_growth(0)
+                .instance_reset_policy(policy)
+                .mmu_interruption(mmu);
+            let engine = Engine::new(&config).unwrap();
+            let mut store = Store::new(&engine, ());
+            for wat in [
+                "(module (memory (export \"mem\") 0 0))",
+                "(module (memory (export \"mem\") 0) (func $s) (start $s))",
+                r#"(module (memory (export "mem") 0 2)
+                     (func (export "grow") (result i32) (memory.grow (i32.const 1))))"#,
+            ] {
+                let module = Module::new(&engine, wat).unwrap();
+                let instance = Instance::new(&mut store, &module, &[]).unwrap();
+                if let Ok(grow) = instance.get_typed_func::<(), i32>(&mut store, "grow") {
+                    assert_eq!(grow.call(&mut store, ()).unwrap(), 0);
+                }
+                for _ in 0..3 {
+                    instance.reset(&mut store).unwrap();
+                }
+                let memory = instance.get_memory(&mut store, "mem").unwrap();
+                assert_eq!(memory.size(&store), 0, "{policy:?} mmu={mmu} {wat}");
+            }
+        }
+    }
+}

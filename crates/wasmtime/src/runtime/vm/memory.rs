@@ -532,7 +532,10 @@ impl Memory {
                 }
             }
         }
+        // A memory that was empty after instantiation has nothing to track
+        // (growth is undone wholesale), and maybe no mapping to register.
         if policy == ResetPolicy::Copy
+            && pristine.accessible > 0
             && let Some(tracker) = tracker
             && tracker.write_protect_available()
         {

@@ -581,11 +581,13 @@ impl PageTracker {
         filter: Filter,
         out: &mut Vec<Range<usize>>,
     ) -> Result<()> {
-        let base = addr.addr();
-        let end = checked_range(base, len)?;
+        // An empty range has nothing to report, wherever it points (an
+        // empty memory's base is a dangling, unaligned pointer).
         if len == 0 {
             return Ok(());
         }
+        let base = addr.addr();
+        let end = checked_range(base, len)?;
         let fd = self.pagemap_fd()?;
         let first = out.len();
         let result = (|| {
