@@ -267,3 +267,72 @@ fn mmu_interruption_in_pooled_memories() {
         }
     }
 }
+
+/// Table slots: a table's elements, growth and a reset's shrinking must not
+/// show through in the next table to take the slot.
+#[test]
+fn table_slots_come_back_null() {
+    for keep in [0, 64, 1 << 20] {
+        let engine = Engine::new(&pooling(|p| {
+            p.total_tables(1)
+                .table_elements(3000)
+                .table_keep_resident(keep);
+        }))
+        .unwrap();
+        let module = Module::new(
+            &engine,
+            r#"(module
+                 (table $t (export "t") 2 3000 funcref)
+                 (func $f)
+                 (elem (i32.const 0) func $f)
+                 (func (export "fill") (param i32)
+                   (drop (table.grow $t (ref.func $f) (local.get 0)))
+                   (table.set $t (i32.const 1) (ref.func $f)))
+                 (func (export "nulls") (result i32)
+                   (local $i i32) (local $n i32)
+                   (block $done (loop $l
+                     (br_if $done (i32.ge_u (local.get $i) (table.size $t)))
+                     (local.set $n (i32.add (local.get $n)
+                       (ref.is_null (table.get $t (local.get $i)))))
+                     (local.set $i (i32.add (local.get $i) (i32.const 1)))
+                     (br $l)))
+                   (local.get $n)))"#,
+        )
+        .unwrap();
+        for round in 0..4 {
+            let mut store = Store::new(&engine, ());
+            let instance = Instance::new(&mut store, &module, &[]).unwrap();
+            let nulls = instance
+                .get_typed_func::<(), i32>(&mut store, "nulls")
+                .unwrap();
+            assert_eq!(
+                nulls.call(&mut store, ()).unwrap(),
+                1,
+                "keep {keep} round {round}"
+            );
+            let fill = instance
+                .get_typed_func::<i32, ()>(&mut store, "fill")
+                .unwrap();
+            fill.call(&mut store, 2000).unwrap();
+            assert_eq!(nulls.call(&mut store, ()).unwrap(), 0);
+            // A reset shrinks the table; growing again must give nulls.
+            instance.reset(&mut store).unwrap();
+            assert_eq!(nulls.call(&mut store, ()).unwrap(), 1);
+            let grow = instance.get_table(&mut store, "t").unwrap();
+            grow.grow(&mut store, 100, wasmtime::Ref::Func(None))
+                .unwrap();
+            assert_eq!(
+                nulls.call(&mut store, ()).unwrap(),
+                101,
+                "keep {keep} round {round}"
+            );
+            fill.call(&mut store, 500).unwrap();
+            // The only slot is taken: a second instance is refused.
+            let err = Instance::new(&mut store, &module, &[]).unwrap_err();
+            assert!(
+                format!("{err:#}").contains("maximum concurrent limit of 1 for tables reached"),
+                "{err:#}"
+            );
+        }
+    }
+}

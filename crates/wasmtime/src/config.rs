@@ -1218,9 +1218,10 @@ impl Config {
     ///   [`PoolingAllocationConfig::total_memories`] memory slots and
     ///   [`PoolingAllocationConfig::total_stacks`] stacks when it is
     ///   created; instances' memories take slots (reused warm by the next
-    ///   instance of the same module), and instances, tables, memories and
-    ///   stacks are limited as the [`PoolingAllocationConfig`] says. Tables
-    ///   and `VMContext`s are counted but still heap-allocated.
+    ///   instance of the same module), tables take table slots, and
+    ///   instances, tables, memories and stacks are limited as the
+    ///   [`PoolingAllocationConfig`] says. `VMContext`s are counted but still
+    ///   heap-allocated.
     ///
     /// Either way memory is only address space until first used.
     ///
@@ -1593,12 +1594,14 @@ impl InstanceAllocationStrategy {
 /// [`total_stacks`](Self::total_stacks) fiber stacks; nothing is committed
 /// until used. Instances' linear memories take a slot; a released slot
 /// stays *warm* (its module's image mapped, its pages restored) for the
-/// next instance of the same module. Instances and their tables are counted
-/// against [`total_core_instances`](Self::total_core_instances) and
-/// [`total_tables`](Self::total_tables), but their storage is still
-/// allocated from the heap (unfinished: see docs/architecture.md, "The
-/// pooling allocator"). Memories created by the host with
-/// [`Memory::new`](crate::Memory::new) are not pooled.
+/// next instance of the same module. Tables defined by instances take one
+/// of [`total_tables`](Self::total_tables) slots of
+/// [`table_elements`](Self::table_elements) elements each. Instances are
+/// counted against [`total_core_instances`](Self::total_core_instances),
+/// but their `VMContext`s are still allocated from the heap (unfinished:
+/// see docs/architecture.md, "The pooling allocator"). Memories and tables
+/// created by the host ([`Memory::new`](crate::Memory::new),
+/// [`Table::new`](crate::Table::new)) are not pooled.
 ///
 /// When a limit on live objects is reached, instantiation fails with an
 /// error whose message says which ("maximum concurrent limit of N for
@@ -1760,7 +1763,10 @@ impl PoolingAllocationConfig {
         self
     }
 
-    /// The most tables defined by instances alive at once.
+    /// The number of table slots: the most tables defined by instances
+    /// alive at once. Each slot holds
+    /// [`table_elements`](Self::table_elements) pointer-sized elements of
+    /// address space, committed as they are written.
     ///
     /// ## Default
     ///
@@ -1935,10 +1941,10 @@ impl PoolingAllocationConfig {
         self
     }
 
-    /// Upstream's bytes of table storage kept resident on release.
-    ///
-    /// Accepted and recorded, but without effect here: tables are not in
-    /// pooled slots yet (their elements live in a heap buffer per table).
+    /// How many bytes of a released table slot are zeroed in place
+    /// (staying resident) instead of released with
+    /// `madvise(MADV_DONTNEED)`; only the part the table ever used is
+    /// cleaned either way.
     ///
     /// ## Default
     ///
@@ -1946,7 +1952,7 @@ impl PoolingAllocationConfig {
     ///
     /// # Errors
     ///
-    /// None.
+    /// None: every value is accepted (rounded down to whole pages).
     ///
     /// # Panics
     ///

@@ -411,6 +411,7 @@ fn new_pool(
             total_memories: count(pooling.total_memories),
             total_tables: count(pooling.total_tables),
             max_memory_size: pooling.max_memory_size,
+            table_keep_resident: pooling.table_keep_resident,
             max_core_instance_size: pooling.max_core_instance_size,
             table_elements: pooling.table_elements,
             max_memories_per_module: count(pooling.max_memories_per_module),

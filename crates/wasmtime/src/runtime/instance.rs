@@ -509,14 +509,10 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
         info.num_defined_tables() as usize,
     )?;
     let engine = store.engine().clone();
-    let mut pool_leases = Vec::new();
+    let mut pool_lease = None;
     if let Some(pool) = engine.pool() {
         fits_pool(&pool.limits, module)?;
-        pool_leases.push(pool.instances.acquire(1)?);
-        let tables = info.num_defined_tables() as usize;
-        if tables > 0 {
-            pool_leases.push(pool.tables.acquire(tables)?);
-        }
+        pool_lease = Some(pool.instances.acquire(1)?);
     }
     store.register_module(module);
     let id = u32::try_from(store.instances.len()).context("too many instances in one store")?;
@@ -529,7 +525,7 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
         store.mmu_state(),
         id,
     )?;
-    instance.pool_leases = pool_leases;
+    instance.pool_lease = pool_lease;
 
     // Imports.
     for (import, item) in info.imports.iter().zip(imports) {
@@ -612,10 +608,7 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
     {
         let def = instance.table_definition(wasmtime_environ::DefinedTableIndex::new(defined));
         // SAFETY: as for memories.
-        let id = unsafe { store.new_table(ty, 0, Some(def))? };
-        if let Some(pool) = engine.pool() {
-            store.tables[id].limit_elements(pool.limits.table_elements as u64);
-        }
+        let id = unsafe { store.new_table(ty, 0, Some(def), true)? };
         instance.tables.push(id);
     }
 

@@ -1406,6 +1406,7 @@ impl StoreOpaque {
         ty: &WasmTableType,
         init: usize,
         definition: Option<*mut wasmtime_environ::vm::VMTableDefinition>,
+        pooled: bool,
     ) -> Result<usize> {
         if self.tables.len() >= self.table_limit {
             bail!(
@@ -1416,9 +1417,13 @@ impl StoreOpaque {
         let minimum = usize::try_from(ty.minimum).unwrap_or(usize::MAX);
         let maximum = ty.maximum.map(|m| usize::try_from(m).unwrap_or(usize::MAX));
         let allowed = self.with_limiter(Ok(true), |l| l.table_growing(0, minimum, maximum))?;
+        let slot = match self.engine.pool() {
+            Some(pool) if pooled && allowed => Some(pool.tables.take()?),
+            _ => None,
+        };
         // SAFETY: forwarded contract.
         let table = allowed
-            .then(|| unsafe { vm::Table::new(ty, init, definition) })
+            .then(|| unsafe { vm::Table::new(ty, init, definition, slot) })
             .flatten()
             .ok_or_else(|| {
                 anyhow!(

@@ -31,7 +31,7 @@ impl Table {
         let wasm_ty = ty.to_wasm()?;
         let raw = init.to_raw_element(opaque, wasm_ty.element)?;
         // SAFETY: the table owns its definition.
-        let index = unsafe { opaque.new_table(&wasm_ty, raw, None)? };
+        let index = unsafe { opaque.new_table(&wasm_ty, raw, None, false)? };
         Ok(Table {
             store: opaque.id(),
             index: u32::try_from(index)?,

@@ -150,9 +150,9 @@ pub struct Instance {
     /// What the instance held when instantiation finished (set at its
     /// end; `None` while instantiating).
     pub pristine: Option<Box<Pristine>>,
-    /// This instance's share of a pooling allocator's instance and table
-    /// limits, given back when it drops.
-    pub pool_leases: Vec<super::pooling::QuotaLease>,
+    /// This instance's place under a pooling allocator's
+    /// `total_core_instances`, given back when it drops.
+    pub pool_lease: Option<super::pooling::QuotaLease>,
 }
 
 /// The state [`Instance::reset`](crate::Instance::reset) returns an
@@ -211,7 +211,7 @@ impl Instance {
             dropped_elems: vec![false; info.elements.len()],
             dropped_data: vec![false; info.data.len()],
             pristine: None,
-            pool_leases: Vec::new(),
+            pool_lease: None,
         });
         let back: *mut Instance = &mut *instance;
         // SAFETY: the allocation is at least `PREFIX + size_of::<header>`

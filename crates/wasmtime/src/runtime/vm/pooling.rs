@@ -13,9 +13,12 @@
 //! beyond `max_unused_warm_slots`, is wiped with one `mmap(MAP_FIXED)` of
 //! fresh `PROT_NONE` memory.
 //!
-//! Instances and tables are counted against their limits here too; their
-//! storage is still allocated on demand (see docs/architecture.md,
-//! "The pooling allocator").
+//! Tables defined by instances take slots of a second region, read-write
+//! from the start (pages are committed when first written), each holding
+//! `table_elements` elements: a released slot is zeroed in place up to
+//! `table_keep_resident` bytes and decommitted beyond. Instances are
+//! counted against `total_core_instances`; their `VMContext`s are still
+//! heap allocations (see docs/architecture.md, "The pooling allocator").
 
 use super::memory_image::MemoryImage;
 use super::sys::unix::dirty_pages::PageTracker;
@@ -37,6 +40,8 @@ pub struct PoolLimits {
     pub total_tables: usize,
     /// The most bytes one pooled memory may grow to.
     pub max_memory_size: usize,
+    /// Bytes of a released table slot zeroed in place, not decommitted.
+    pub table_keep_resident: usize,
     /// The most bytes an instance's `VMContext` may take.
     pub max_core_instance_size: usize,
     /// The most elements a table defined by an instance may have.
@@ -138,8 +143,8 @@ pub struct Pool {
     pub limits: PoolLimits,
     /// Live core instances.
     pub instances: Arc<Quota>,
-    /// Live tables defined by instances.
-    pub tables: Arc<Quota>,
+    /// The table slots.
+    pub tables: Arc<TablePool>,
     /// The memory slots.
     pub memories: Arc<MemoryPool>,
 }
@@ -186,9 +191,30 @@ impl Pool {
             }),
             limits: limits.clone(),
         });
+        let table_stride = limits
+            .table_elements
+            .checked_mul(size_of::<usize>())
+            .and_then(|b| b.checked_next_multiple_of(page))
+            .ok_or_else(|| anyhow::anyhow!("the table pool's slot size overflows"))?;
+        let table_total = table_stride
+            .checked_mul(limits.total_tables)
+            .ok_or_else(|| anyhow::anyhow!("the table pool's size overflows the address space"))?;
+        let tables = Arc::new(TablePool {
+            mapping: Mmap::read_write(table_total).map_err(|e| {
+                e.context(format!(
+                    "failed to reserve {} table slots for the pooling allocator",
+                    limits.total_tables
+                ))
+            })?,
+            stride: table_stride,
+            capacity: limits.table_elements,
+            free: Mutex::new((0..limits.total_tables).rev().collect()),
+            keep_resident: limits.table_keep_resident,
+            total: limits.total_tables,
+        });
         Ok(Pool {
             instances: Arc::new(Quota::new(limits.total_core_instances, "core instances")),
-            tables: Arc::new(Quota::new(limits.total_tables, "tables")),
+            tables,
             memories,
             limits,
         })
@@ -496,4 +522,99 @@ pub struct SlotContents<'a> {
 fn wipe(view: &Mmap) -> Result<()> {
     // SAFETY: the view is a slot nobody uses (taken or being released).
     unsafe { view.replace_with_reservation() }
+}
+
+/// The table slots of a pool: one read-write region, `total` slots of
+/// `capacity` elements, zero wherever no table wrote since the last
+/// release.
+#[derive(Debug)]
+pub struct TablePool {
+    mapping: Mmap,
+    stride: usize,
+    capacity: usize,
+    free: Mutex<Vec<usize>>,
+    keep_resident: usize,
+    total: usize,
+}
+
+impl TablePool {
+    /// Takes a zeroed slot.
+    ///
+    /// # Errors
+    ///
+    /// [`PoolConcurrencyLimitError`] when every slot is in use.
+    pub fn take(self: &Arc<Self>) -> Result<TableSlot> {
+        let index = self
+            .free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .ok_or(PoolConcurrencyLimitError {
+                limit: self.total,
+                kind: "tables",
+            })?;
+        Ok(TableSlot {
+            pool: self.clone(),
+            index,
+        })
+    }
+}
+
+/// A table slot taken from a [`TablePool`], given back (cleaned) by
+/// [`TableSlot::release`] or, failing that, on drop.
+#[derive(Debug)]
+pub struct TableSlot {
+    pool: Arc<TablePool>,
+    index: usize,
+}
+
+// SAFETY: a slot is an exclusively owned range of the pool's mapping, used
+// only by the table that holds it (which moves with its store).
+unsafe impl Send for TableSlot {}
+// SAFETY: as above; shared access gives out only the base address.
+unsafe impl Sync for TableSlot {}
+
+impl TableSlot {
+    /// The first element.
+    pub fn base(&self) -> *mut usize {
+        // SAFETY: `index < total`, so the slot lies inside the mapping.
+        unsafe {
+            self.pool
+                .mapping
+                .as_ptr()
+                .add(self.index * self.pool.stride)
+                .cast()
+        }
+    }
+
+    /// How many elements the slot holds.
+    pub fn capacity(&self) -> usize {
+        self.pool.capacity
+    }
+
+    /// Gives the slot back, zeroing its first `high_water` elements (the
+    /// only ones its table may have written): in place up to
+    /// `table_keep_resident` bytes, by decommitting the pages beyond.
+    pub fn release(&mut self, high_water: usize) {
+        let page = host_page_size();
+        let used = (high_water.min(self.pool.capacity) * size_of::<usize>()).next_multiple_of(page);
+        let keep = self.pool.keep_resident.min(used) / page * page;
+        let start = self.index * self.pool.stride;
+        // SAFETY: `[start, start + used)` is this slot's (used <= stride),
+        // and its table is being dropped: nothing reads it any more.
+        let cleaned = unsafe {
+            std::ptr::write_bytes(self.pool.mapping.as_ptr().add(start), 0, keep);
+            self.pool.mapping.decommit(start + keep, used - keep)
+        };
+        match cleaned {
+            Ok(()) => self
+                .pool
+                .free
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(self.index),
+            // Never reuse a slot that may still hold a table's elements.
+            Err(e) => log::error!("leaking a pooled table slot that could not be cleaned: {e:#}"),
+        }
+    }
 }

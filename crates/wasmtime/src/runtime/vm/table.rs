@@ -1,11 +1,14 @@
 //! Tables.
 //!
 //! Elements are pointer-sized: a `*const VMFuncRef` or an extern-reference
-//! handle, 0 for null. The element vector may move when the table grows;
-//! its base and length are published to the table's [`VMTableDefinition`],
-//! which lives in the defining instance's `VMContext` or, for a table the
-//! host created, in an allocation the table owns.
+//! handle, 0 for null. They live in a heap vector, which may move when the
+//! table grows, or in a pooling allocator's slot, which never moves and
+//! caps growth at its capacity. Base and length are published to the
+//! table's [`VMTableDefinition`], which lives in the defining instance's
+//! `VMContext` or, for a table the host created, in an allocation the
+//! table owns.
 
+use super::pooling::TableSlot;
 use std::cell::UnsafeCell;
 use wasmtime_environ::WasmTableType;
 use wasmtime_environ::vm::VMTableDefinition;
@@ -14,13 +17,119 @@ use wasmtime_environ::vm::VMTableDefinition;
 /// past this fails like an allocation failure).
 pub const MAX_TABLE_ELEMENTS: u64 = 10_000_000;
 
+/// Where a table's elements live.
+#[derive(Debug)]
+enum Elements {
+    Heap(Vec<usize>),
+    /// A pool slot: the first `len` of its elements are the table's, and
+    /// none past `high_water` was ever written (the slot came zeroed).
+    Slot {
+        slot: TableSlot,
+        len: usize,
+        high_water: usize,
+    },
+}
+
+impl Elements {
+    fn as_ptr(&self) -> *mut usize {
+        match self {
+            Elements::Heap(v) => v.as_ptr().cast_mut(),
+            Elements::Slot { slot, .. } => slot.base(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Elements::Heap(v) => v.len(),
+            Elements::Slot { len, .. } => *len,
+        }
+    }
+
+    /// Grows to `new_len` elements, the new ones `init`; `false` (and no
+    /// change) if the storage cannot hold them.
+    fn grow_to(&mut self, new_len: usize, init: usize) -> bool {
+        match self {
+            Elements::Heap(v) => {
+                if v.try_reserve(new_len.saturating_sub(v.len())).is_err() {
+                    return false;
+                }
+                v.resize(new_len, init);
+                true
+            }
+            Elements::Slot {
+                slot,
+                len,
+                high_water,
+            } => {
+                if new_len > slot.capacity() {
+                    return false;
+                }
+                // Elements up to the high-water mark may hold old values
+                // (a reset shrank the table); past it they are still the
+                // slot's zeros, and writing null there would only commit
+                // pages.
+                let end = if init == 0 {
+                    new_len.min(*high_water)
+                } else {
+                    new_len
+                };
+                for i in *len..end {
+                    // SAFETY: `i < new_len <= capacity`: inside the slot,
+                    // which this table owns.
+                    unsafe { *slot.base().add(i) = init };
+                }
+                *len = new_len;
+                *high_water = (*high_water).max(new_len);
+                true
+            }
+        }
+    }
+
+    /// Becomes exactly `values`.
+    fn set_to(&mut self, values: &[usize]) {
+        match self {
+            Elements::Heap(v) => {
+                v.clear();
+                v.extend_from_slice(values);
+            }
+            Elements::Slot {
+                slot,
+                len,
+                high_water,
+            } => {
+                debug_assert!(values.len() <= slot.capacity());
+                let n = values.len().min(slot.capacity());
+                // SAFETY: `n <= capacity`, inside the slot this table
+                // owns; `values` is not in it (a snapshot on the heap).
+                unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), slot.base(), n) };
+                // Elements past the new length keep their values until a
+                // growth overwrites them (`grow_to` writes from `len` on
+                // when that is below the high-water mark).
+                *len = n;
+                *high_water = (*high_water).max(n);
+            }
+        }
+    }
+}
+
+impl Drop for Elements {
+    fn drop(&mut self) {
+        if let Elements::Slot {
+            slot, high_water, ..
+        } = self
+        {
+            slot.release(*high_water);
+        }
+    }
+}
+
 /// A table.
 #[derive(Debug)]
 pub struct Table {
-    elements: Vec<usize>,
+    elements: Elements,
     ty: WasmTableType,
     /// The most elements growth may reach besides the type's maximum (a
-    /// pooling allocator's `table_elements`).
+    /// pool slot's capacity).
     element_limit: u64,
     definition: *mut VMTableDefinition,
     _owned_definition: Option<Box<UnsafeCell<VMTableDefinition>>>,
@@ -45,10 +154,29 @@ impl Table {
         ty: &WasmTableType,
         init: usize,
         definition: Option<*mut VMTableDefinition>,
+        slot: Option<TableSlot>,
     ) -> Option<Box<Table>> {
         if ty.minimum > MAX_TABLE_ELEMENTS {
             return None;
         }
+        let mut elements = match slot {
+            None => Elements::Heap(vec![init; ty.minimum as usize]),
+            Some(slot) => {
+                let mut elements = Elements::Slot {
+                    slot,
+                    len: 0,
+                    high_water: 0,
+                };
+                if !elements.grow_to(ty.minimum as usize, init) {
+                    return None;
+                }
+                elements
+            }
+        };
+        let element_limit = match &mut elements {
+            Elements::Heap(_) => MAX_TABLE_ELEMENTS,
+            Elements::Slot { slot, .. } => (slot.capacity() as u64).min(MAX_TABLE_ELEMENTS),
+        };
         let (definition, owned) = match definition {
             Some(d) => (d, None),
             None => {
@@ -60,9 +188,9 @@ impl Table {
             }
         };
         let table = Box::new(Table {
-            elements: vec![init; ty.minimum as usize],
+            elements,
             ty: *ty,
-            element_limit: MAX_TABLE_ELEMENTS,
+            element_limit,
             definition,
             _owned_definition: owned,
         });
@@ -75,7 +203,7 @@ impl Table {
         // only by it (constructor contract).
         unsafe {
             *self.definition = VMTableDefinition {
-                base: self.elements.as_ptr().cast_mut(),
+                base: self.elements.as_ptr(),
                 current_elements: self.elements.len(),
             }
         };
@@ -191,16 +319,11 @@ impl Table {
         if new > max {
             return None;
         }
-        self.elements.try_reserve(delta as usize).ok()?;
-        self.elements.resize(new as usize, init);
+        if !self.elements.grow_to(new as usize, init) {
+            return None;
+        }
         self.publish();
         Some(old)
-    }
-
-    /// Lowers the most elements growth may reach (never raises it past
-    /// [`MAX_TABLE_ELEMENTS`]).
-    pub fn limit_elements(&mut self, limit: u64) {
-        self.element_limit = self.element_limit.min(limit);
     }
 
     /// All elements, in order.
@@ -212,8 +335,7 @@ impl Table {
     /// by [`Table::snapshot`]; a table grown since shrinks back. The buffer
     /// keeps its capacity, so resetting again and again allocates nothing.
     pub fn reset_to(&mut self, elements: &[usize]) {
-        self.elements.clear();
-        self.elements.extend_from_slice(elements);
+        self.elements.set_to(elements);
         self.publish();
     }
 }
@@ -231,7 +353,7 @@ mod tests {
             maximum: Some(5),
         };
         // SAFETY: the table owns its definition.
-        let mut t = unsafe { Table::new(&ty, 0, None) }.unwrap();
+        let mut t = unsafe { Table::new(&ty, 0, None, None) }.unwrap();
         assert_eq!(t.size(), 2);
         assert!(t.set(1, 7));
         assert!(!t.set(2, 7));
