@@ -43,12 +43,10 @@ pub fn module_and_rest<'a>(
     }
 }
 
-/// A `wasm-smith` configuration restricted to the proposals both engines
-/// run, with the rest of the knobs drawn (swarm testing), kept small so that
-/// compilation does not dominate the time of an input.
-pub fn smith_config(u: &mut Unstructured<'_>, purpose: Purpose) -> Result<wasm_smith::Config> {
-    let mut c = wasm_smith::Config {
-        // Proposals neither engine enables here.
+/// `wasm-smith`'s defaults with every proposal that neither engine enables
+/// here turned off: the base of every target's configuration.
+pub fn proposals_both_engines_run() -> wasm_smith::Config {
+    wasm_smith::Config {
         gc_enabled: false,
         exceptions_enabled: false,
         tail_call_enabled: false,
@@ -59,6 +57,15 @@ pub fn smith_config(u: &mut Unstructured<'_>, purpose: Purpose) -> Result<wasm_s
         wide_arithmetic_enabled: false,
         shared_everything_threads_enabled: false,
         custom_descriptors_enabled: false,
+        ..wasm_smith::Config::default()
+    }
+}
+
+/// A `wasm-smith` configuration restricted to the proposals both engines
+/// run, with the rest of the knobs drawn (swarm testing), kept small so that
+/// compilation does not dominate the time of an input.
+pub fn smith_config(u: &mut Unstructured<'_>, purpose: Purpose) -> Result<wasm_smith::Config> {
+    let mut c = wasm_smith::Config {
         // Wasm 2.0, each on or off: swarm testing finds more with fewer
         // features at a time.
         simd_enabled: u.ratio(3, 4)?,
@@ -89,7 +96,7 @@ pub fn smith_config(u: &mut Unstructured<'_>, purpose: Purpose) -> Result<wasm_s
             Purpose::Differential => u.ratio(1, 4)?,
             Purpose::Liveness => u.ratio(3, 4)?,
         },
-        ..wasm_smith::Config::default()
+        ..proposals_both_engines_run()
     };
     if purpose == Purpose::Liveness {
         // Host functions return; only the module's own functions are made

@@ -9,5 +9,6 @@ pub mod config;
 pub mod engines;
 pub mod generate;
 pub mod liveness;
+pub mod reset;
 pub mod stats;
 pub mod value;

@@ -12,7 +12,7 @@
 //! and malformed ones for `compile` only), plus modules from `wasm-smith`
 //! with random proposal sets (including ones we do not implement, which
 //! must be rejected) for `compile`. For `differential` and
-//! `interrupt_liveness` (and `deserialize`, which shares the layout) a
+//! `interrupt_liveness` (and `deserialize` and `reset`, which share the layout) a
 //! module is wrapped in the input layout of
 //! `src/generate.rs`: an odd byte, the length, the module, and some bytes
 //! for the configuration and arguments. The corpus is generated, never
@@ -124,6 +124,7 @@ fn seed(fuzz_dir: &Path, smith_count: usize) {
     let mut liveness = Corpus::new(fuzz_dir, "interrupt_liveness");
     let mut compile = Corpus::new(fuzz_dir, "compile");
     let mut deserialize = Corpus::new(fuzz_dir, "deserialize");
+    let mut reset = Corpus::new(fuzz_dir, "reset");
     let mut bytes = Bytes(0x2545_f491_4f6c_dd1d);
 
     let files = spec(SpecVersion::V2)
@@ -143,6 +144,7 @@ fn seed(fuzz_dir: &Path, smith_count: usize) {
             differential.add(&embedded(wasm, &tail));
             liveness.add(&embedded(wasm, &tail));
             deserialize.add(&embedded(wasm, &tail));
+            reset.add(&embedded(wasm, &tail));
         }
         for wasm in &invalid {
             compile.add(wasm);
@@ -169,9 +171,11 @@ fn seed(fuzz_dir: &Path, smith_count: usize) {
         differential.add(&[&[0][..], &data[..1024]].concat());
         liveness.add(&[&[0][..], &data[1024..2048]].concat());
         deserialize.add(&[&[0][..], &data[2048..3072]].concat());
+        // `reset` reads its own `wasm-smith` configuration from the bytes.
+        reset.add(&[&[0][..], &data[3072..4096]].concat());
     }
 
-    for c in [&differential, &liveness, &compile, &deserialize] {
+    for c in [&differential, &liveness, &compile, &deserialize, &reset] {
         eprintln!("{}: {} seeds", c.dir.display(), c.written);
     }
 }
