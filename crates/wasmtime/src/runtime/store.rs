@@ -376,13 +376,12 @@ pub struct StoreOpaque {
     fuel_reserve: u64,
     fuel_yield_interval: Option<NonZeroU64>,
     /// MMU interruption: the state shared with interrupters (when the
-    /// engine has it on), what a poll does, and how deeply calls of this
-    /// store are nested (the generation changes only at the outermost).
+    /// engine has it on) and what a poll does.
     mmu: Option<Arc<MmuInterruptState>>,
     mmu_behavior: MmuBehavior,
-    mmu_call_depth: usize,
-    /// How many calls into WebAssembly of this store are on the stack (a
-    /// reset is refused while any is).
+    /// How many calls into WebAssembly of this store are on the stack: the
+    /// MMU generation changes only at the outermost, and a reset is refused
+    /// while any is.
     wasm_call_depth: usize,
     limiter: Option<LimiterAccessor>,
     instance_limit: usize,
@@ -969,7 +968,6 @@ impl StoreOpaque {
             fuel_yield_interval: None,
             mmu,
             mmu_behavior: MmuBehavior::Trap,
-            mmu_call_depth: 0,
             wasm_call_depth: 0,
             limiter: None,
             instance_limit: DEFAULT_INSTANCE_LIMIT,
@@ -989,7 +987,7 @@ impl StoreOpaque {
     /// executing on a thread right now, around fiber switches.
     pub(crate) fn set_mmu_running(&self, running: bool) {
         if let Some(mmu) = &self.mmu
-            && self.mmu_call_depth > 0
+            && self.wasm_call_depth > 0
         {
             mmu.set_running(running);
         }
@@ -1665,10 +1663,9 @@ impl StoreOpaque {
         let vmctx = unsafe { func_ref.as_ref().vmctx };
         let mmu_state: *const MmuInterruptState = match &self.mmu {
             Some(mmu) => {
-                if self.mmu_call_depth == 0 {
+                if self.wasm_call_depth == 0 {
                     mmu.set_call_in_progress(true);
                 }
-                self.mmu_call_depth += 1;
                 Arc::as_ptr(mmu)
             }
             None => std::ptr::null(),
@@ -1694,11 +1691,10 @@ impl StoreOpaque {
             )
         };
         self.wasm_call_depth -= 1;
-        if let Some(mmu) = &self.mmu {
-            self.mmu_call_depth -= 1;
-            if self.mmu_call_depth == 0 {
-                mmu.set_call_in_progress(false);
-            }
+        if let Some(mmu) = &self.mmu
+            && self.wasm_call_depth == 0
+        {
+            mmu.set_call_in_progress(false);
         }
         match result {
             Ok(()) => Ok(()),

@@ -325,57 +325,24 @@ impl Instance {
     /// Reads globals through `store`, so the globals it refers to must be
     /// initialized.
     pub fn eval_const(&self, store: &StoreOpaque, expr: &ConstExpr) -> Result<ValRaw> {
-        let mut stack: Vec<ValRaw> = Vec::with_capacity(4);
-        let pop =
-            |stack: &mut Vec<ValRaw>| stack.pop().context("constant expression stack underflow");
-        for op in expr.ops.iter() {
-            match *op {
-                ConstOp::I32Const(v) => stack.push(ValRaw::i32(v)),
-                ConstOp::I64Const(v) => stack.push(ValRaw::i64(v)),
-                ConstOp::F32Const(v) => stack.push(ValRaw::f32(v)),
-                ConstOp::F64Const(v) => stack.push(ValRaw::f64(v)),
-                ConstOp::V128Const(v) => stack.push(ValRaw::v128(v)),
-                ConstOp::RefNull(_) => stack.push(ValRaw::reference(0)),
-                ConstOp::RefFunc(f) => {
-                    if f.index() >= self.module.info().functions.len() {
-                        bail!("constant expression refers to an unknown function");
-                    }
-                    stack.push(ValRaw::reference(self.func_ref(f) as usize))
+        eval_const_expr(
+            expr,
+            |f| {
+                if f.index() >= self.module.info().functions.len() {
+                    bail!("constant expression refers to an unknown function");
                 }
-                ConstOp::GlobalGet(g) => {
-                    let id = *self
-                        .globals
-                        .get(g.index())
-                        .context("constant expression refers to an uninitialized global")?;
-                    let def = store.globals[id].definition;
-                    // SAFETY: the global's storage lives as long as the
-                    // store.
-                    stack.push(ValRaw(unsafe { (*def).0 }));
-                }
-                ConstOp::I32Add | ConstOp::I32Sub | ConstOp::I32Mul => {
-                    let b = pop(&mut stack)?.get_i32();
-                    let a = pop(&mut stack)?.get_i32();
-                    stack.push(ValRaw::i32(match op {
-                        ConstOp::I32Add => a.wrapping_add(b),
-                        ConstOp::I32Sub => a.wrapping_sub(b),
-                        _ => a.wrapping_mul(b),
-                    }));
-                }
-                ConstOp::I64Add | ConstOp::I64Sub | ConstOp::I64Mul => {
-                    let b = pop(&mut stack)?.get_i64();
-                    let a = pop(&mut stack)?.get_i64();
-                    stack.push(ValRaw::i64(match op {
-                        ConstOp::I64Add => a.wrapping_add(b),
-                        ConstOp::I64Sub => a.wrapping_sub(b),
-                        _ => a.wrapping_mul(b),
-                    }));
-                }
-            }
-        }
-        match (stack.pop(), stack.is_empty()) {
-            (Some(v), true) => Ok(v),
-            _ => bail!("constant expression must produce exactly one value"),
-        }
+                Ok(self.func_ref(f) as usize)
+            },
+            |g| {
+                let id = *self
+                    .globals
+                    .get(g.index())
+                    .context("constant expression refers to an uninitialized global")?;
+                let def = store.globals[id].definition;
+                // SAFETY: the global's storage lives as long as the store.
+                Ok(ValRaw(unsafe { (*def).0 }))
+            },
+        )
     }
 
     /// The items of element segment `index` as table elements (empty once
@@ -431,5 +398,51 @@ impl Instance {
         bytes[..size].copy_from_slice(&value.0[..size]);
         // SAFETY: per the contract.
         unsafe { (*def).0 = bytes };
+    }
+}
+
+/// Evaluates a constant expression, asking `func_ref` for the address of a
+/// `ref.func`'s function reference and `global` for a `global.get`'s value
+/// (either may refuse, failing the evaluation).
+pub fn eval_const_expr(
+    expr: &ConstExpr,
+    mut func_ref: impl FnMut(FuncIndex) -> Result<usize>,
+    mut global: impl FnMut(GlobalIndex) -> Result<ValRaw>,
+) -> Result<ValRaw> {
+    let mut stack: Vec<ValRaw> = Vec::with_capacity(4);
+    let pop = |stack: &mut Vec<ValRaw>| stack.pop().context("constant expression stack underflow");
+    for op in expr.ops.iter() {
+        match *op {
+            ConstOp::I32Const(v) => stack.push(ValRaw::i32(v)),
+            ConstOp::I64Const(v) => stack.push(ValRaw::i64(v)),
+            ConstOp::F32Const(v) => stack.push(ValRaw::f32(v)),
+            ConstOp::F64Const(v) => stack.push(ValRaw::f64(v)),
+            ConstOp::V128Const(v) => stack.push(ValRaw::v128(v)),
+            ConstOp::RefNull(_) => stack.push(ValRaw::reference(0)),
+            ConstOp::RefFunc(f) => stack.push(ValRaw::reference(func_ref(f)?)),
+            ConstOp::GlobalGet(g) => stack.push(global(g)?),
+            ConstOp::I32Add | ConstOp::I32Sub | ConstOp::I32Mul => {
+                let b = pop(&mut stack)?.get_i32();
+                let a = pop(&mut stack)?.get_i32();
+                stack.push(ValRaw::i32(match op {
+                    ConstOp::I32Add => a.wrapping_add(b),
+                    ConstOp::I32Sub => a.wrapping_sub(b),
+                    _ => a.wrapping_mul(b),
+                }));
+            }
+            ConstOp::I64Add | ConstOp::I64Sub | ConstOp::I64Mul => {
+                let b = pop(&mut stack)?.get_i64();
+                let a = pop(&mut stack)?.get_i64();
+                stack.push(ValRaw::i64(match op {
+                    ConstOp::I64Add => a.wrapping_add(b),
+                    ConstOp::I64Sub => a.wrapping_sub(b),
+                    _ => a.wrapping_mul(b),
+                }));
+            }
+        }
+    }
+    match (stack.pop(), stack.is_empty()) {
+        (Some(v), true) => Ok(v),
+        _ => bail!("constant expression must produce exactly one value"),
     }
 }

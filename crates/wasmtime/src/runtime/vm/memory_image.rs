@@ -22,8 +22,7 @@ use std::io::Write;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::Arc;
 use wasmtime_environ::{
-    ConstExpr, ConstOp, DataMode, DefinedMemoryIndex, EntityRef, ModuleInfo, PrimaryMap,
-    WASM_PAGE_SIZE,
+    ConstExpr, DataMode, DefinedMemoryIndex, EntityRef, ModuleInfo, PrimaryMap, WASM_PAGE_SIZE,
 };
 
 /// Images up to this size are built however sparse they are.
@@ -212,28 +211,16 @@ impl ModuleImages {
 }
 
 /// The value of a segment offset that needs no instance (constants and
-/// extended-const arithmetic on them), as an unsigned 32-bit offset.
+/// extended-const arithmetic on them), as an unsigned 32-bit offset; `None`
+/// when it reads a global (or is malformed).
 fn constant_offset(expr: &ConstExpr) -> Option<u64> {
-    let mut stack: Vec<i32> = Vec::with_capacity(2);
-    for op in expr.ops.iter() {
-        match *op {
-            ConstOp::I32Const(v) => stack.push(v),
-            ConstOp::I32Add | ConstOp::I32Sub | ConstOp::I32Mul => {
-                let b = stack.pop()?;
-                let a = stack.pop()?;
-                stack.push(match op {
-                    ConstOp::I32Add => a.wrapping_add(b),
-                    ConstOp::I32Sub => a.wrapping_sub(b),
-                    _ => a.wrapping_mul(b),
-                });
-            }
-            _ => return None,
-        }
-    }
-    match stack.as_slice() {
-        [v] => Some(u64::from(*v as u32)),
-        _ => None,
-    }
+    let value = super::instance::eval_const_expr(
+        expr,
+        |_| bail!("a segment offset is never a reference"),
+        |_| bail!("reads a global: needs an instance"),
+    )
+    .ok()?;
+    Some(u64::from(value.get_i32() as u32))
 }
 
 #[cfg(test)]

@@ -45,6 +45,15 @@ impl Elements {
         }
     }
 
+    /// The most elements the storage can hold: [`MAX_TABLE_ELEMENTS`], or
+    /// a pool slot's capacity.
+    fn limit(&self) -> u64 {
+        match self {
+            Elements::Heap(_) => MAX_TABLE_ELEMENTS,
+            Elements::Slot { slot, .. } => (slot.capacity() as u64).min(MAX_TABLE_ELEMENTS),
+        }
+    }
+
     /// Grows to `new_len` elements, the new ones `init`; `false` (and no
     /// change) if the storage cannot hold them.
     fn grow_to(&mut self, new_len: usize, init: usize) -> bool {
@@ -128,9 +137,6 @@ impl Drop for Elements {
 pub struct Table {
     elements: Elements,
     ty: WasmTableType,
-    /// The most elements growth may reach besides the type's maximum (a
-    /// pool slot's capacity).
-    element_limit: u64,
     definition: *mut VMTableDefinition,
     _owned_definition: Option<Box<UnsafeCell<VMTableDefinition>>>,
 }
@@ -159,7 +165,7 @@ impl Table {
         if ty.minimum > MAX_TABLE_ELEMENTS {
             return None;
         }
-        let mut elements = match slot {
+        let elements = match slot {
             None => Elements::Heap(vec![init; ty.minimum as usize]),
             Some(slot) => {
                 let mut elements = Elements::Slot {
@@ -172,10 +178,6 @@ impl Table {
                 }
                 elements
             }
-        };
-        let element_limit = match &mut elements {
-            Elements::Heap(_) => MAX_TABLE_ELEMENTS,
-            Elements::Slot { slot, .. } => (slot.capacity() as u64).min(MAX_TABLE_ELEMENTS),
         };
         let (definition, owned) = match definition {
             Some(d) => (d, None),
@@ -190,7 +192,6 @@ impl Table {
         let table = Box::new(Table {
             elements,
             ty: *ty,
-            element_limit,
             definition,
             _owned_definition: owned,
         });
@@ -315,7 +316,7 @@ impl Table {
             .ty
             .maximum
             .unwrap_or(u64::from(u32::MAX))
-            .min(self.element_limit);
+            .min(self.elements.limit());
         if new > max {
             return None;
         }

@@ -78,23 +78,16 @@ impl Mmap {
         // existing memory; what can happen to the file meanwhile is the
         // caller's promise above.
         let ptr = unsafe {
-            libc::mmap(
+            raw_mmap(
                 ptr::null_mut(),
                 len,
                 libc::PROT_READ,
                 libc::MAP_PRIVATE,
                 file.as_raw_fd(),
-                0,
-            )
+                "failed to map the file",
+            )?
         };
-        if ptr == libc::MAP_FAILED {
-            bail!("failed to map the file: {}", io::Error::last_os_error());
-        }
-        Ok(Mmap {
-            ptr: NonNull::new(ptr.cast()).ok_or_else(|| anyhow::anyhow!("mmap returned null"))?,
-            len,
-            owned: true,
-        })
+        Ok(Mmap::owned(ptr, len))
     }
 
     fn map(len: usize, prot: libc::c_int) -> Result<Mmap> {
@@ -104,26 +97,32 @@ impl Mmap {
         // SAFETY: an anonymous private mapping at a kernel-chosen address
         // cannot alias anything else.
         let ptr = unsafe {
-            libc::mmap(
+            raw_mmap(
                 ptr::null_mut(),
                 len,
                 prot,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                 -1,
-                0,
-            )
+                &format!("failed to reserve {len:#x} bytes of address space"),
+            )?
         };
-        if ptr == libc::MAP_FAILED {
-            bail!(
-                "failed to reserve {len:#x} bytes of address space: {}",
-                io::Error::last_os_error()
-            );
-        }
-        Ok(Mmap {
-            ptr: NonNull::new(ptr.cast()).ok_or_else(|| anyhow::anyhow!("mmap returned null"))?,
+        Ok(Mmap::owned(ptr, len))
+    }
+
+    fn owned(ptr: NonNull<u8>, len: usize) -> Mmap {
+        Mmap {
+            ptr,
             len,
             owned: true,
-        })
+        }
+    }
+
+    /// Fails unless `[offset, offset + len)` lies inside the mapping.
+    fn check_range(&self, offset: usize, len: usize, what: &str) -> Result<()> {
+        if offset.checked_add(len).is_some_and(|end| end <= self.len) {
+            return Ok(());
+        }
+        bail!("{what} outside of the mapping")
     }
 
     /// The first byte.
@@ -148,10 +147,7 @@ impl Mmap {
         if len == 0 {
             return Ok(());
         }
-        let in_bounds = offset.checked_add(len).is_some_and(|end| end <= self.len);
-        if !in_bounds {
-            bail!("protection change outside of the mapping");
-        }
+        self.check_range(offset, len, "protection change")?;
         // SAFETY: the range is inside this mapping (checked above); the
         // caller vouches that nobody relies on the old protection.
         let rc = unsafe { libc::mprotect(self.ptr.as_ptr().add(offset).cast(), len, prot) };
@@ -252,23 +248,16 @@ impl Mmap {
         // existing memory; `PROT_READ` means nothing here can write the
         // file through it.
         let ptr = unsafe {
-            libc::mmap(
+            raw_mmap(
                 ptr::null_mut(),
                 len,
                 libc::PROT_READ,
                 libc::MAP_SHARED,
                 fd.as_raw_fd(),
-                0,
-            )
+                "failed to map a file view",
+            )?
         };
-        if ptr == libc::MAP_FAILED {
-            bail!("failed to map a file view: {}", io::Error::last_os_error());
-        }
-        Ok(Mmap {
-            ptr: NonNull::new(ptr.cast()).ok_or_else(|| anyhow::anyhow!("mmap returned null"))?,
-            len,
-            owned: true,
-        })
+        Ok(Mmap::owned(ptr, len))
     }
 
     /// Replaces `[offset, offset + len)` of this mapping with the first
@@ -291,28 +280,19 @@ impl Mmap {
         if len == 0 {
             return Ok(());
         }
-        let in_bounds = offset.checked_add(len).is_some_and(|end| end <= self.len);
-        if !in_bounds {
-            bail!("file mapping outside of the reservation");
-        }
+        self.check_range(offset, len, "file mapping")?;
         // SAFETY: `MAP_FIXED` replaces pages of our own reservation only
         // (bounds checked above), whose contents the caller gave up.
-        let ptr = unsafe {
-            libc::mmap(
-                self.ptr.as_ptr().add(offset).cast(),
+        unsafe {
+            raw_mmap(
+                self.ptr.as_ptr().add(offset),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_FIXED,
                 fd.as_raw_fd(),
-                0,
-            )
+                "failed to map a memory image",
+            )?
         };
-        if ptr == libc::MAP_FAILED {
-            bail!(
-                "failed to map a memory image: {}",
-                io::Error::last_os_error()
-            );
-        }
         Ok(())
     }
 
@@ -327,10 +307,7 @@ impl Mmap {
         if len == 0 {
             return Ok(());
         }
-        let in_bounds = offset.checked_add(len).is_some_and(|end| end <= self.len);
-        if !in_bounds {
-            bail!("decommit outside of the mapping");
-        }
+        self.check_range(offset, len, "decommit")?;
         // SAFETY: the range is inside this private mapping (checked
         // above); the caller gave up its contents.
         let rc = unsafe {
@@ -377,24 +354,41 @@ impl Mmap {
         }
         // SAFETY: `MAP_FIXED` over exactly this range, which we own (or
         // view exclusively) and whose contents the caller gave up.
-        let ptr = unsafe {
-            libc::mmap(
-                self.ptr.as_ptr().cast(),
+        unsafe {
+            raw_mmap(
+                self.ptr.as_ptr(),
                 self.len,
                 libc::PROT_NONE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
                 -1,
-                0,
-            )
+                "failed to reset a memory reservation",
+            )?
         };
-        if ptr == libc::MAP_FAILED {
-            bail!(
-                "failed to reset a memory reservation: {}",
-                io::Error::last_os_error()
-            );
-        }
         Ok(())
     }
+}
+
+/// One `mmap(2)` call: the mapping's start, or an error saying `what`
+/// failed and why.
+///
+/// # Safety
+///
+/// As for `mmap(2)`: with `MAP_FIXED`, `[addr, addr + len)` must be the
+/// caller's to replace, and nothing may use its old contents.
+unsafe fn raw_mmap(
+    addr: *mut u8,
+    len: usize,
+    prot: libc::c_int,
+    flags: libc::c_int,
+    fd: std::os::fd::RawFd,
+    what: &str,
+) -> Result<NonNull<u8>> {
+    // SAFETY: forwarded to the caller.
+    let ptr = unsafe { libc::mmap(addr.cast(), len, prot, flags, fd, 0) };
+    if ptr == libc::MAP_FAILED {
+        bail!("{what}: {}", io::Error::last_os_error());
+    }
+    NonNull::new(ptr.cast()).ok_or_else(|| anyhow::anyhow!("{what}: mmap returned null"))
 }
 
 impl Drop for Mmap {
