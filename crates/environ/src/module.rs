@@ -385,7 +385,9 @@ impl<'a> ModuleTranslation<'a> {
         let m = &mut self.module;
         match payload {
             Payload::Version { encoding, .. } if encoding != wasmparser::Encoding::Module => {
-                bail!("components are not supported: expected a core module");
+                bail!(
+                    "expected a core module, found a component (components are built with `component::Component`; `wasmtime run` does not run them yet)"
+                );
             }
             Payload::TypeSection(types) => {
                 for group in types {

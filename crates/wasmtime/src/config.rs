@@ -81,7 +81,6 @@ pub(crate) const UNSUPPORTED_FEATURES: &[(WasmFeatures, &str)] = &[
     (WasmFeatures::MEMORY64, "wasm_memory64"),
     (WasmFeatures::EXCEPTIONS, "wasm_exceptions"),
     (WasmFeatures::LEGACY_EXCEPTIONS, "wasm_legacy_exceptions"),
-    (WasmFeatures::COMPONENT_MODEL, "wasm_component_model"),
     (WasmFeatures::CUSTOM_PAGE_SIZES, "wasm_custom_page_sizes"),
     (WasmFeatures::WIDE_ARITHMETIC, "wasm_wide_arithmetic"),
     (WasmFeatures::STACK_SWITCHING, "wasm_stack_switching"),
@@ -99,7 +98,8 @@ impl Config {
         Config {
             features: WasmFeatures::WASM2
                 | WasmFeatures::MULTI_MEMORY
-                | WasmFeatures::EXTENDED_CONST,
+                | WasmFeatures::EXTENDED_CONST
+                | WasmFeatures::COMPONENT_MODEL,
             tunables: Tunables::default(),
             max_wasm_stack: 512 * 1024,
             opt_level: OptLevel::Speed,
@@ -389,17 +389,24 @@ impl Config {
         self.feature(WasmFeatures::EXCEPTIONS, enable)
     }
 
-    /// Asks for the component model, which this runtime lacks.
+    /// Accepts (`true`) or refuses components in
+    /// [`Component::new`](crate::component::Component::new).
     ///
-    /// Not implemented by this runtime: only core modules are supported.
+    /// Components are validated with the engine's core features plus the
+    /// component model itself; its later extensions (async, threads, error
+    /// contexts, GC, maps, fixed-length lists) are always refused. Core
+    /// modules are not affected by this setting. The runtime's support is
+    /// unfinished: see the [`component`](crate::component) module for what
+    /// works.
     ///
     /// ## Default
     ///
-    /// Disabled.
+    /// Enabled, as in upstream Wasmtime.
     ///
     /// # Errors
     ///
-    /// [`Engine::new`](crate::Engine::new) fails if this is enabled.
+    /// None from [`Engine::new`](crate::Engine::new); with the setting off,
+    /// building a component fails.
     ///
     /// # Panics
     ///

@@ -2,6 +2,7 @@
 
 pub(crate) mod artifact;
 pub(crate) mod cache;
+pub mod component;
 pub(crate) mod externals;
 pub(crate) mod fiber;
 pub(crate) mod func;

@@ -153,6 +153,24 @@ impl Instance {
         Some(export_extern(opaque, self.index, index))
     }
 
+    /// The item at `index` of the module's index spaces (an export by
+    /// index, as component instantiation names them).
+    ///
+    /// # Panics
+    ///
+    /// Panics if this instance belongs to a different store or if `index`
+    /// is out of range for the module.
+    pub(crate) fn export_by_index(
+        &self,
+        mut store: impl AsContextMut,
+        index: EntityIndex,
+    ) -> Extern {
+        let store = store.as_context_mut();
+        let opaque = &mut store.0.opaque;
+        opaque.assert_store(self.store, "instance");
+        export_extern(opaque, self.index, index)
+    }
+
     /// The function exported as `name`; `None` if no export has that name
     /// or it is not a function.
     ///

@@ -368,6 +368,8 @@ pub struct StoreOpaque {
     pub(crate) tables: Vec<Box<vm::Table>>,
     pub(crate) globals: Vec<GlobalData>,
     pub(crate) externrefs: Vec<Box<dyn Any + Send + Sync>>,
+    /// Component instances: the state their trampolines and exports share.
+    pub(crate) component_instances: Vec<Arc<crate::component::InstanceData>>,
     pending: Option<PendingError>,
     epoch_behavior: EpochBehavior,
     async_state: AsyncState,
@@ -961,6 +963,7 @@ impl StoreOpaque {
             tables: Vec::new(),
             globals: Vec::new(),
             externrefs: Vec::new(),
+            component_instances: Vec::new(),
             pending: None,
             epoch_behavior: EpochBehavior::Trap,
             async_state: AsyncState::default(),

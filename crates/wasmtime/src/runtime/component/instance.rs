@@ -1,0 +1,716 @@
+//! Instantiating components: [`InstancePre`], [`Instance`], and the
+//! trampolines through which core code calls the host.
+//!
+//! A component instance is a set of core instances plus the state the
+//! canonical ABI needs between calls: each component instance's flags
+//! global, the memories, reallocs and post-return functions that canonical
+//! options name, and the host functions its imports were resolved to.
+//! Instantiation walks the translator's initializers in order: it
+//! instantiates each core module with arguments taken from earlier core
+//! instances, flags globals and trampolines, and fills in the option slots
+//! as the modules that define them come to exist.
+//!
+//! Trampolines are ordinary core host functions ([`crate::Func::new`]) that
+//! close over the instance's shared state ([`InstanceData`]); they reach
+//! the store through their [`Caller`](crate::Caller). So no code is
+//! generated for a component beyond its core modules.
+
+use super::abi::{self, AbiCx};
+use super::compiled::{Component, ComponentExportIndex};
+use super::func::Func;
+use super::info::{
+    CoreDef, CoreEntity, CoreExport, CoreExportItem, ExportItem, Initializer, StringEncoding,
+    TrampolineKind,
+};
+use super::linker::Definition;
+use super::resources::{ResourceAny, ResourceState};
+use super::transcode;
+use super::types::ComponentFunc;
+use super::values::Val;
+use crate::runtime::store::StoreId;
+use crate::{
+    AsContextMut, Caller, Extern, Global, GlobalType, Memory, Mutability, StoreContextMut, ValType,
+};
+use anyhow::{Result, anyhow, bail};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The value of a component instance's flags global that lets its code
+/// call out (`may_leave`); zero forbids it, during post-return and while
+/// the host writes values into the instance.
+const MAY_LEAVE: i32 = 1;
+
+/// A component instantiated in a store: a `Copy` handle into it.
+#[derive(Copy, Clone, Debug)]
+pub struct Instance {
+    pub(crate) store: StoreId,
+    pub(crate) index: u32,
+}
+
+/// The state of one component instance that its trampolines and exported
+/// functions share, kept in the store.
+pub struct InstanceData {
+    pub(crate) component: Component,
+    /// One flags global per component instance inside (nested components
+    /// are flattened, but each keeps its own flags).
+    pub(crate) flags: Vec<Global>,
+    pub(crate) memories: Vec<OnceLock<Memory>>,
+    pub(crate) reallocs: Vec<OnceLock<crate::Func>>,
+    pub(crate) post_returns: Vec<OnceLock<crate::Func>>,
+    pub(crate) core_instances: OnceLock<Vec<crate::Instance>>,
+    /// Exported functions handed out so far, by [`Func`] index.
+    pub(crate) funcs: Mutex<Vec<LiftedFunc>>,
+    /// Handle tables and call scopes.
+    pub(crate) resources: Mutex<ResourceState>,
+    /// The destructor of each resource the component defines, by defined
+    /// resource index (set when its initializer runs).
+    pub(crate) dtors: Vec<OnceLock<Option<crate::Func>>>,
+}
+
+impl InstanceData {
+    fn resources(&self) -> std::sync::MutexGuard<'_, ResourceState> {
+        self.resources.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The resource and component instance of resource table `table`.
+    fn table(&self, table: usize) -> Result<super::info::ResourceTableTy> {
+        self.component
+            .inner
+            .info
+            .resource_tables
+            .get(&table)
+            .copied()
+            .ok_or_else(|| anyhow!("unknown resource table {table}"))
+    }
+
+    /// Whether component instance `instance` defines `resource`.
+    fn defines(&self, instance: usize, resource: usize) -> bool {
+        let info = &self.component.inner.info;
+        resource
+            .checked_sub(info.num_imported_resources)
+            .and_then(|d| info.defined_resource_instances.get(d))
+            == Some(&instance)
+    }
+
+    /// Runs the destructor of `resource` (if the component defines one)
+    /// on `rep`.
+    fn destroy<T>(
+        &self,
+        store: &mut StoreContextMut<'_, T>,
+        resource: usize,
+        rep: u32,
+    ) -> Result<()> {
+        let info = &self.component.inner.info;
+        let Some(defined) = resource.checked_sub(info.num_imported_resources) else {
+            bail!("resources imported from the host are not supported yet by this runtime");
+        };
+        if let Some(Some(dtor)) = self.dtors.get(defined).and_then(|d| d.get()) {
+            dtor.call(&mut *store, &[crate::Val::I32(rep as i32)], &mut [])?;
+        }
+        Ok(())
+    }
+}
+
+/// An exported function: the core function and how to call it.
+#[derive(Clone)]
+pub(crate) struct LiftedFunc {
+    pub ty: Arc<super::types::FuncTy>,
+    pub core: crate::Func,
+    pub options: usize,
+}
+
+/// A component whose imports are resolved and type-checked, ready to be
+/// instantiated in any number of stores; see [`Linker::instantiate_pre`](super::Linker::instantiate_pre).
+pub struct InstancePre<T: 'static> {
+    component: Component,
+    /// The definition of each runtime import, by runtime import index.
+    imports: Arc<Vec<Definition<T>>>,
+}
+
+impl<T> Clone for InstancePre<T> {
+    fn clone(&self) -> Self {
+        InstancePre {
+            component: self.component.clone(),
+            imports: self.imports.clone(),
+        }
+    }
+}
+
+impl<T: 'static> InstancePre<T> {
+    pub(crate) fn new(component: Component, imports: Vec<Definition<T>>) -> InstancePre<T> {
+        InstancePre {
+            component,
+            imports: Arc::new(imports),
+        }
+    }
+
+    /// The component this will instantiate.
+    pub fn component(&self) -> &Component {
+        &self.component
+    }
+
+    /// Instantiates the component in `store`.
+    ///
+    /// # Errors
+    ///
+    /// Fails if the store belongs to another engine, if a core module's
+    /// instantiation fails (a start function traps, a segment is out of
+    /// bounds, resources run out), or if the component needs a feature
+    /// this runtime does not support yet.
+    pub fn instantiate(&self, mut store: impl AsContextMut<Data = T>) -> Result<Instance> {
+        let mut store = store.as_context_mut();
+        if !crate::Engine::same(store.engine(), self.component.engine()) {
+            bail!("cross-`Engine` instantiation is not currently supported");
+        }
+        let info = &self.component.inner.info;
+        let flags = (0..info.num_component_instances)
+            .map(|_| {
+                Global::new(
+                    &mut store,
+                    GlobalType::new(ValType::I32, Mutability::Var),
+                    crate::Val::I32(MAY_LEAVE),
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let data = Arc::new(InstanceData {
+            component: self.component.clone(),
+            flags,
+            memories: (0..info.num_memories).map(|_| OnceLock::new()).collect(),
+            reallocs: (0..info.num_reallocs).map(|_| OnceLock::new()).collect(),
+            post_returns: (0..info.num_post_returns)
+                .map(|_| OnceLock::new())
+                .collect(),
+            core_instances: OnceLock::new(),
+            funcs: Mutex::new(Vec::new()),
+            resources: Mutex::new(ResourceState::new(info.num_component_instances)),
+            dtors: (0..info.defined_resource_instances.len())
+                .map(|_| OnceLock::new())
+                .collect(),
+        });
+        let mut cx = Instantiation {
+            data: &data,
+            imports: &self.imports,
+            core: Vec::with_capacity(info.num_core_instances),
+            trampolines: vec![None; info.trampolines.len()],
+            lowerings: vec![None; info.num_lowerings],
+        };
+        for init in &info.initializers {
+            cx.step(&mut store, init)?;
+        }
+        let core = std::mem::take(&mut cx.core);
+        data.core_instances
+            .set(core)
+            .unwrap_or_else(|_| unreachable!("set once, here"));
+        let opaque = &mut store.0.opaque;
+        let index = u32::try_from(opaque.component_instances.len())?;
+        let id = opaque.id();
+        opaque.component_instances.push(data);
+        Ok(Instance { store: id, index })
+    }
+}
+
+/// The state of one instantiation in progress.
+struct Instantiation<'a, T: 'static> {
+    data: &'a Arc<InstanceData>,
+    imports: &'a [Definition<T>],
+    core: Vec<crate::Instance>,
+    trampolines: Vec<Option<crate::Func>>,
+    /// The host function behind each lowered import.
+    lowerings: Vec<Option<usize>>,
+}
+
+impl<T: 'static> Instantiation<'_, T> {
+    fn step(&mut self, store: &mut StoreContextMut<'_, T>, init: &Initializer) -> Result<()> {
+        let component = &self.data.component.inner;
+        match init {
+            Initializer::Instantiate { module, args } => {
+                let args = args
+                    .iter()
+                    .map(|def| self.core_def(store, def))
+                    .collect::<Result<Vec<_>>>()?;
+                let instance =
+                    crate::Instance::new(&mut *store, &component.modules[*module], &args)?;
+                self.core.push(instance);
+            }
+            Initializer::LowerImport { index, import } => {
+                self.lowerings[*index] = Some(*import);
+            }
+            Initializer::ExtractMemory { index, export } => {
+                let memory = self
+                    .core_export(store, export)?
+                    .into_memory()
+                    .ok_or_else(|| anyhow!("a canonical option's memory is not a memory"))?;
+                let _ = self.data.memories[*index].set(memory);
+            }
+            Initializer::ExtractRealloc { index, def } => {
+                let func = self.core_func(store, def)?;
+                let _ = self.data.reallocs[*index].set(func);
+            }
+            Initializer::ExtractPostReturn { index, def } => {
+                let func = self.core_func(store, def)?;
+                let _ = self.data.post_returns[*index].set(func);
+            }
+            Initializer::Resource { index, dtor } => {
+                let dtor = match dtor {
+                    Some(def) => Some(self.core_func(store, def)?),
+                    None => None,
+                };
+                let _ = self.data.dtors[*index].set(dtor);
+            }
+        }
+        Ok(())
+    }
+
+    fn core_func(
+        &mut self,
+        store: &mut StoreContextMut<'_, T>,
+        def: &CoreDef,
+    ) -> Result<crate::Func> {
+        self.core_def(store, def)?
+            .into_func()
+            .ok_or_else(|| anyhow!("a canonical option's function is not a function"))
+    }
+
+    fn core_export(
+        &self,
+        store: &mut StoreContextMut<'_, T>,
+        export: &CoreExport,
+    ) -> Result<Extern> {
+        core_export(store, &self.core, export)
+    }
+
+    fn core_def(&mut self, store: &mut StoreContextMut<'_, T>, def: &CoreDef) -> Result<Extern> {
+        Ok(match def {
+            CoreDef::Export(export) => self.core_export(store, export)?,
+            CoreDef::InstanceFlags(i) => Extern::Global(self.data.flags[*i]),
+            CoreDef::Trampoline(i) => {
+                if let Some(f) = self.trampolines[*i] {
+                    return Ok(Extern::Func(f));
+                }
+                let f = self.trampoline(store, *i)?;
+                self.trampolines[*i] = Some(f);
+                Extern::Func(f)
+            }
+        })
+    }
+
+    fn trampoline(
+        &mut self,
+        store: &mut StoreContextMut<'_, T>,
+        index: usize,
+    ) -> Result<crate::Func> {
+        let component = &self.data.component.inner;
+        let trampoline = &component.info.trampolines[index];
+        let ty = component.trampoline_types[index].clone();
+        let data = self.data.clone();
+        Ok(match &trampoline.kind {
+            TrampolineKind::LowerImport {
+                index,
+                ty: func_ty,
+                options,
+            } => {
+                let import = self.lowerings[*index]
+                    .ok_or_else(|| anyhow!("a lowered import is used before it is defined"))?;
+                let Definition::Func(host) = &self.imports[import] else {
+                    bail!("a lowered import is not a function");
+                };
+                let host = host.clone();
+                let func_ty = func_ty.clone();
+                let options = *options;
+                crate::Func::new(
+                    &mut *store,
+                    ty,
+                    move |mut caller: Caller<'_, T>, args, results| {
+                        call_host(&mut caller, &data, &func_ty, options, &*host, args, results)
+                    },
+                )
+            }
+            TrampolineKind::ResourceNew { instance, table } => {
+                let (instance, resource) = (*instance, data.table(*table)?.resource);
+                crate::Func::new(&mut *store, ty, move |_: Caller<'_, T>, args, results| {
+                    let rep = arg(args, 0)?;
+                    results[0] =
+                        crate::Val::I32(data.resources().new_own(instance, resource, rep)? as i32);
+                    Ok(())
+                })
+            }
+            TrampolineKind::ResourceRep { instance, table } => {
+                let (instance, resource) = (*instance, data.table(*table)?.resource);
+                crate::Func::new(&mut *store, ty, move |_: Caller<'_, T>, args, results| {
+                    let rep = data.resources().rep(instance, resource, arg(args, 0)?)?;
+                    results[0] = crate::Val::I32(rep as i32);
+                    Ok(())
+                })
+            }
+            TrampolineKind::ResourceDrop { instance, table } => {
+                let (instance, resource) = (*instance, data.table(*table)?.resource);
+                crate::Func::new(
+                    &mut *store,
+                    ty,
+                    move |mut caller: Caller<'_, T>, args, _| {
+                        let dropped =
+                            data.resources()
+                                .drop_handle(instance, resource, arg(args, 0)?)?;
+                        match dropped {
+                            Some(rep) => data.destroy(&mut caller.store, resource, rep),
+                            None => Ok(()),
+                        }
+                    },
+                )
+            }
+            TrampolineKind::ResourceTransferOwn => {
+                crate::Func::new(&mut *store, ty, move |_: Caller<'_, T>, args, results| {
+                    let (index, from, to) = (
+                        arg(args, 0)?,
+                        data.table(arg(args, 1)? as usize)?,
+                        data.table(arg(args, 2)? as usize)?,
+                    );
+                    let moved = data.resources().transfer_own(
+                        (from.instance, from.resource),
+                        index,
+                        to.instance,
+                    )?;
+                    results[0] = crate::Val::I32(moved as i32);
+                    Ok(())
+                })
+            }
+            TrampolineKind::ResourceTransferBorrow => {
+                crate::Func::new(&mut *store, ty, move |_: Caller<'_, T>, args, results| {
+                    let (index, from, to) = (
+                        arg(args, 0)?,
+                        data.table(arg(args, 1)? as usize)?,
+                        data.table(arg(args, 2)? as usize)?,
+                    );
+                    let defines = data.defines(to.instance, from.resource);
+                    let lent = data.resources().transfer_borrow(
+                        (from.instance, from.resource),
+                        index,
+                        to.instance,
+                        defines,
+                    )?;
+                    results[0] = crate::Val::I32(lent as i32);
+                    Ok(())
+                })
+            }
+            TrampolineKind::EnterSyncCall => {
+                crate::Func::new(&mut *store, ty, move |_: Caller<'_, T>, _, _| {
+                    data.resources().enter_call();
+                    Ok(())
+                })
+            }
+            TrampolineKind::ExitSyncCall => {
+                crate::Func::new(&mut *store, ty, move |_: Caller<'_, T>, _, _| {
+                    data.resources().exit_call()
+                })
+            }
+            TrampolineKind::Transcoder { op, from, to } => {
+                let (op, from, to) = (*op, *from, *to);
+                crate::Func::new(
+                    &mut *store,
+                    ty,
+                    move |mut caller: Caller<'_, T>, args, results| {
+                        let memory = |i: usize| {
+                            data.memories[i].get().copied().ok_or_else(|| {
+                                anyhow!("a transcoder's memory is used before it exists")
+                            })
+                        };
+                        let mut mems = TranscodeStore {
+                            store: caller.store.as_context_mut(),
+                            from: memory(from)?,
+                            to: memory(to)?,
+                        };
+                        transcode::transcode(op, &mut mems, args, results)
+                    },
+                )
+            }
+            TrampolineKind::Trap => {
+                crate::Func::new(&mut *store, ty, move |_: Caller<'_, T>, args, _| {
+                    let code = args.first().and_then(|a| a.i32()).unwrap_or(-1);
+                    Err(anyhow!(super::translate::trap_message(code)))
+                })
+            }
+        })
+    }
+}
+
+/// The two memories of a transcoder call, read and written through the
+/// store.
+struct TranscodeStore<'a, T: 'static> {
+    store: StoreContextMut<'a, T>,
+    from: Memory,
+    to: Memory,
+}
+
+impl<T: 'static> transcode::TranscodeMemories for TranscodeStore<'_, T> {
+    fn same(&self) -> bool {
+        (self.from.store, self.from.index) == (self.to.store, self.to.index)
+    }
+
+    fn src(&mut self) -> &[u8] {
+        self.from.data(&self.store)
+    }
+
+    fn dst(&mut self) -> &mut [u8] {
+        self.to.data_mut(&mut self.store)
+    }
+}
+
+/// Core argument `i` of a builtin, as the unsigned 32-bit number the
+/// builtin's signature makes it.
+fn arg(args: &[crate::Val], i: usize) -> Result<u32> {
+    args.get(i)
+        .and_then(|a| a.i32())
+        .map(|v| v as u32)
+        .ok_or_else(|| anyhow!("a component builtin was called with a bad signature"))
+}
+
+fn core_export<T>(
+    store: &mut StoreContextMut<'_, T>,
+    core: &[crate::Instance],
+    export: &CoreExport,
+) -> Result<Extern> {
+    let instance = core
+        .get(export.instance)
+        .ok_or_else(|| anyhow!("a core instance is used before it exists"))?;
+    match &export.item {
+        CoreExportItem::Name(name) => instance
+            .get_export(&mut *store, name)
+            .ok_or_else(|| anyhow!("core instance has no export named `{name}`")),
+        CoreExportItem::Index(entity) => {
+            let index = match entity {
+                CoreEntity::Func(i) => wasmtime_environ::EntityIndex::Function(
+                    wasmtime_environ::FuncIndex::from_u32(*i),
+                ),
+                CoreEntity::Table(i) => {
+                    wasmtime_environ::EntityIndex::Table(wasmtime_environ::TableIndex::from_u32(*i))
+                }
+                CoreEntity::Memory(i) => wasmtime_environ::EntityIndex::Memory(
+                    wasmtime_environ::MemoryIndex::from_u32(*i),
+                ),
+                CoreEntity::Global(i) => wasmtime_environ::EntityIndex::Global(
+                    wasmtime_environ::GlobalIndex::from_u32(*i),
+                ),
+            };
+            Ok(instance.export_by_index(&mut *store, index))
+        }
+    }
+}
+
+/// A guest's call of a host import: checks that the caller may leave,
+/// lifts the arguments, calls the host and lowers its results.
+fn call_host<T>(
+    caller: &mut Caller<'_, T>,
+    data: &Arc<InstanceData>,
+    ty: &Arc<super::types::FuncTy>,
+    options: usize,
+    host: &super::linker::HostFn<T>,
+    args: &[crate::Val],
+    results: &mut [crate::Val],
+) -> Result<()> {
+    let opts = &data.component.inner.info.options[options];
+    let flags = data.flags[opts.instance];
+    if flags.get(&mut caller.store).i32() != Some(MAY_LEAVE) {
+        bail!("cannot leave component instance");
+    }
+    let params: Vec<_> = ty.params.iter().map(|(_, t)| t.clone()).collect();
+    let vals = {
+        let mut cx = StoreCx::new(caller.store.as_context_mut(), data, options)?;
+        abi::lift_import_args(&mut cx, &params, args)?
+    };
+    let mut out = vec![Val::Bool(false); ty.results.len()];
+    host(
+        caller.store.as_context_mut(),
+        ComponentFunc { ty: ty.clone() },
+        &vals,
+        &mut out,
+    )?;
+    // While the results are written into the caller (its realloc may run),
+    // it must not call out again.
+    flags.set(&mut caller.store, crate::Val::I32(0))?;
+    let lowered = {
+        let mut cx = StoreCx::new(caller.store.as_context_mut(), data, options)?;
+        abi::lower_import_results(&mut cx, &ty.results, &out, args, results)
+    };
+    flags.set(&mut caller.store, crate::Val::I32(MAY_LEAVE))?;
+    lowered
+}
+
+/// The canonical ABI's view of one side of a call: the store, and the
+/// memory and realloc the call's options name.
+pub(crate) struct StoreCx<'a, T: 'static> {
+    pub store: StoreContextMut<'a, T>,
+    memory: Option<Memory>,
+    realloc: Option<crate::Func>,
+    encoding: StringEncoding,
+}
+
+impl<'a, T: 'static> StoreCx<'a, T> {
+    pub(crate) fn new(
+        store: StoreContextMut<'a, T>,
+        data: &InstanceData,
+        options: usize,
+    ) -> Result<StoreCx<'a, T>> {
+        let opts = &data.component.inner.info.options[options];
+        let memory =
+            match opts.memory {
+                Some(m) => Some(*data.memories[m].get().ok_or_else(|| {
+                    anyhow!("a canonical option's memory is used before it exists")
+                })?),
+                None => None,
+            };
+        let realloc =
+            match opts.realloc {
+                Some(r) => Some(*data.reallocs[r].get().ok_or_else(|| {
+                    anyhow!("a canonical option's realloc is used before it exists")
+                })?),
+                None => None,
+            };
+        Ok(StoreCx {
+            store,
+            memory,
+            realloc,
+            encoding: opts.string_encoding,
+        })
+    }
+}
+
+impl<T: 'static> AbiCx for StoreCx<'_, T> {
+    fn encoding(&self) -> StringEncoding {
+        self.encoding
+    }
+
+    fn memory(&mut self) -> Result<&mut [u8]> {
+        let memory = self
+            .memory
+            .ok_or_else(|| anyhow!("the canonical options of this call have no memory"))?;
+        Ok(memory.data_mut(&mut self.store))
+    }
+
+    fn realloc(&mut self, old_ptr: u32, old_size: u32, align: u32, new_size: u32) -> Result<u32> {
+        let realloc = self
+            .realloc
+            .ok_or_else(|| anyhow!("the canonical options of this call have no realloc"))?;
+        let args = [old_ptr, old_size, align, new_size].map(|v| crate::Val::I32(v as i32));
+        let mut result = [crate::Val::I32(0)];
+        realloc.call(&mut self.store, &args, &mut result)?;
+        result[0]
+            .i32()
+            .map(|p| p as u32)
+            .ok_or_else(|| anyhow!("realloc returned a value that is not an i32"))
+    }
+
+    fn lift_own(&mut self, _table: usize, _index: u32) -> Result<ResourceAny> {
+        bail!("resources are not supported yet by this runtime")
+    }
+
+    fn lift_borrow(&mut self, _table: usize, _index: u32) -> Result<ResourceAny> {
+        bail!("resources are not supported yet by this runtime")
+    }
+
+    fn lower_own(&mut self, _table: usize, _r: &ResourceAny) -> Result<u32> {
+        bail!("resources are not supported yet by this runtime")
+    }
+
+    fn lower_borrow(&mut self, _table: usize, _r: &ResourceAny) -> Result<u32> {
+        bail!("resources are not supported yet by this runtime")
+    }
+}
+
+/// Something that names an export of a component instance: its name, or
+/// a [`ComponentExportIndex`].
+pub trait InstanceExportLookup {
+    #[doc(hidden)]
+    fn path(&self, component: &Component) -> Option<Arc<[String]>>;
+}
+
+impl InstanceExportLookup for &str {
+    fn path(&self, _: &Component) -> Option<Arc<[String]>> {
+        Some(Arc::from([self.to_string()]))
+    }
+}
+
+impl InstanceExportLookup for String {
+    fn path(&self, _: &Component) -> Option<Arc<[String]>> {
+        Some(Arc::from([self.clone()]))
+    }
+}
+
+impl InstanceExportLookup for ComponentExportIndex {
+    fn path(&self, component: &Component) -> Option<Arc<[String]>> {
+        Arc::ptr_eq(&self.component, &component.inner).then(|| self.path.clone())
+    }
+}
+
+impl InstanceExportLookup for &ComponentExportIndex {
+    fn path(&self, component: &Component) -> Option<Arc<[String]>> {
+        (*self).path(component)
+    }
+}
+
+impl Instance {
+    pub(crate) fn data<'a>(
+        &self,
+        store: &'a crate::runtime::store::StoreOpaque,
+    ) -> &'a Arc<InstanceData> {
+        store.assert_store(self.store, "component instance");
+        &store.component_instances[self.index as usize]
+    }
+
+    /// The exported function `name` (a name, or a [`ComponentExportIndex`]
+    /// for a function inside an exported instance); `None` if there is no
+    /// such function.
+    ///
+    /// # Panics
+    ///
+    /// Panics if this instance belongs to another store.
+    pub fn get_func(
+        &self,
+        mut store: impl AsContextMut,
+        name: impl InstanceExportLookup,
+    ) -> Option<Func> {
+        let mut store = store.as_context_mut();
+        let data = self.data(&store.0.opaque).clone();
+        let path = name.path(&data.component)?;
+        let index = ComponentExportIndex {
+            component: data.component.inner.clone(),
+            path,
+        };
+        let ExportItem::Func { ty, func, options } = index.item()? else {
+            return None;
+        };
+        let core = data.core_instances.get()?;
+        let core_func = match func {
+            CoreDef::Export(export) => core_export(&mut store, core, export).ok()?.into_func()?,
+            _ => return None,
+        };
+        let mut funcs = data.funcs.lock().unwrap_or_else(|e| e.into_inner());
+        let func_index = u32::try_from(funcs.len()).ok()?;
+        funcs.push(LiftedFunc {
+            ty: ty.clone(),
+            core: core_func,
+            options: *options,
+        });
+        Some(Func {
+            store: self.store,
+            instance: self.index,
+            index: func_index,
+        })
+    }
+
+    /// The index of export `name`, inside the exported instance `instance`
+    /// if given; `None` if there is none. See
+    /// [`Component::get_export_index`].
+    ///
+    /// # Panics
+    ///
+    /// Panics if this instance belongs to another store.
+    pub fn get_export_index(
+        &self,
+        mut store: impl AsContextMut,
+        instance: Option<&ComponentExportIndex>,
+        name: &str,
+    ) -> Option<ComponentExportIndex> {
+        let store = store.as_context_mut();
+        let data = self.data(&store.0.opaque);
+        data.component.get_export_index(instance, name)
+    }
+}

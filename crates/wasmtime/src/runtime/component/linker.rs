@@ -1,0 +1,389 @@
+//! [`Linker`]: host definitions for a component's imports, by name.
+
+use super::compiled::Component;
+use super::info::ExternTy;
+use super::instance::{Instance, InstancePre};
+use super::types::ComponentFunc;
+use super::values::Val;
+use crate::{AsContextMut, Engine, Module, StoreContextMut};
+use anyhow::{Result, anyhow, bail};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A host function as the linker holds it: called with the arguments lifted
+/// out of the guest, it fills in the results to lower back.
+pub(crate) type HostFn<T> =
+    dyn Fn(StoreContextMut<'_, T>, ComponentFunc, &[Val], &mut [Val]) -> Result<()> + Send + Sync;
+
+/// One named definition of a linker.
+pub(crate) enum Definition<T: 'static> {
+    Func(Arc<HostFn<T>>),
+    Instance(Namespace<T>),
+    Module(Module),
+}
+
+impl<T> Clone for Definition<T> {
+    fn clone(&self) -> Self {
+        match self {
+            Definition::Func(f) => Definition::Func(f.clone()),
+            Definition::Instance(i) => Definition::Instance(i.clone()),
+            Definition::Module(m) => Definition::Module(m.clone()),
+        }
+    }
+}
+
+impl<T> Definition<T> {
+    /// The kind as upstream's messages name it.
+    fn kind(&self) -> &'static str {
+        match self {
+            Definition::Func(_) => "func",
+            Definition::Instance(_) => "instance",
+            Definition::Module(_) => "module",
+        }
+    }
+
+    fn desc(&self) -> &'static str {
+        match self {
+            Definition::Func(_) => "function",
+            Definition::Instance(_) => "instance",
+            Definition::Module(_) => "module",
+        }
+    }
+}
+
+/// The definitions of one instance (or of the root), by name.
+pub(crate) type Namespace<T> = BTreeMap<String, Definition<T>>;
+
+/// Host definitions of component imports, by name, from which components
+/// are instantiated.
+///
+/// A component imports functions and instances by name, such as
+/// `wasi:cli/environment@0.2.9`, an instance with a function
+/// `get-environment`. The linker mirrors that: [`Linker::root`] is the
+/// top-level namespace, [`LinkerInstance::instance`] opens a nested
+/// instance, and [`LinkerInstance::func_new`] defines a function in it.
+/// [`Linker::instantiate`] then matches every import of a component against
+/// the definitions and type-checks them.
+///
+/// Versions in names are matched the way semantic versioning makes
+/// compatible: an import of `wasi:io/streams@0.2.9` is satisfied by a
+/// definition of `wasi:io/streams@0.2.12` (same major version, and the same
+/// minor version while the major is 0), when no definition has exactly the
+/// imported name; among several compatible definitions the highest version
+/// wins.
+pub struct Linker<T: 'static> {
+    engine: Engine,
+    root: Namespace<T>,
+    allow_shadowing: bool,
+}
+
+/// A namespace of a [`Linker`]: the root, or an instance in it, where
+/// definitions are added.
+pub struct LinkerInstance<'a, T: 'static> {
+    engine: &'a Engine,
+    map: &'a mut Namespace<T>,
+    allow_shadowing: bool,
+}
+
+impl<T: 'static> Linker<T> {
+    /// An empty linker for components of `engine`.
+    pub fn new(engine: &Engine) -> Linker<T> {
+        Linker {
+            engine: engine.clone(),
+            root: BTreeMap::new(),
+            allow_shadowing: false,
+        }
+    }
+
+    /// The engine this linker belongs to.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Whether defining a name twice replaces the first definition (`true`)
+    /// or is an error (`false`, the default).
+    pub fn allow_shadowing(&mut self, allow: bool) -> &mut Self {
+        self.allow_shadowing = allow;
+        self
+    }
+
+    /// The top-level namespace, where a component's top-level imports are
+    /// looked up.
+    pub fn root(&mut self) -> LinkerInstance<'_, T> {
+        LinkerInstance {
+            engine: &self.engine,
+            map: &mut self.root,
+            allow_shadowing: self.allow_shadowing,
+        }
+    }
+
+    /// The top-level instance `name`, created empty if it does not exist
+    /// yet; shorthand for `self.root().into_instance(name)`.
+    ///
+    /// # Errors
+    ///
+    /// Fails if `name` is already defined as something other than an
+    /// instance.
+    pub fn instance(&mut self, name: &str) -> Result<LinkerInstance<'_, T>> {
+        self.root().into_instance(name)
+    }
+
+    /// Resolves and type-checks every import of `component` now, so that
+    /// instantiating it later ([`InstancePre::instantiate`]) does no
+    /// lookups.
+    ///
+    /// # Errors
+    ///
+    /// Fails if the component belongs to another engine, if an import has
+    /// no definition, or if a definition has the wrong kind or type.
+    pub fn instantiate_pre(&self, component: &Component) -> Result<InstancePre<T>> {
+        if !Engine::same(component.engine(), &self.engine) {
+            bail!("cross-`Engine` instantiation is not currently supported");
+        }
+        let info = &component.inner.info;
+        for (name, ty) in &info.import_types {
+            let def = lookup(&self.root, name).ok_or_else(|| missing(name, ty))?;
+            typecheck(name, ty, def)?;
+        }
+        let mut imports = Vec::with_capacity(info.imports.len());
+        for import in &info.imports {
+            let (name, _) = &info.import_types[import.import];
+            let mut def = lookup(&self.root, name).expect("checked above");
+            let mut where_ = name.clone();
+            for step in &import.path {
+                def = match def {
+                    Definition::Instance(ns) => lookup(ns, step),
+                    _ => None,
+                }
+                .ok_or_else(|| anyhow!("instance `{where_}` has no export named `{step}`"))?;
+                where_ = format!("{where_}/{step}");
+            }
+            imports.push(def.clone());
+        }
+        Ok(InstancePre::new(component.clone(), imports))
+    }
+
+    /// Instantiates `component` in `store` with this linker's definitions.
+    ///
+    /// # Errors
+    ///
+    /// Everything [`Linker::instantiate_pre`] fails with, plus a trap or
+    /// resource failure while instantiating (see
+    /// [`InstancePre::instantiate`]).
+    pub fn instantiate(
+        &self,
+        store: impl AsContextMut<Data = T>,
+        component: &Component,
+    ) -> Result<Instance> {
+        self.instantiate_pre(component)?.instantiate(store)
+    }
+}
+
+impl<'a, T: 'static> LinkerInstance<'a, T> {
+    fn insert(&mut self, name: &str, def: Definition<T>) -> Result<()> {
+        if !self.allow_shadowing && self.map.contains_key(name) {
+            bail!("import of `{name}` defined twice");
+        }
+        self.map.insert(name.to_string(), def);
+        Ok(())
+    }
+
+    /// Defines `name` as a host function with dynamically typed arguments
+    /// and results.
+    ///
+    /// The function receives the type the importing component gave the
+    /// import, the arguments as [`Val`]s, and a slice of results to fill
+    /// (as many as the type has, initially placeholders). A result that
+    /// does not match the type, or an error returned by the function,
+    /// traps the calling component.
+    ///
+    /// # Errors
+    ///
+    /// Fails if `name` is already defined and shadowing is not allowed.
+    pub fn func_new(
+        &mut self,
+        name: &str,
+        func: impl Fn(StoreContextMut<'_, T>, ComponentFunc, &[Val], &mut [Val]) -> Result<()>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Result<()> {
+        self.insert(name, Definition::Func(Arc::new(func)))
+    }
+
+    /// Defines `name` as a core module, for components that import one.
+    ///
+    /// # Errors
+    ///
+    /// Fails if `name` is already defined and shadowing is not allowed, or
+    /// if the module belongs to another engine.
+    pub fn module(&mut self, name: &str, module: &Module) -> Result<()> {
+        if !Engine::same(module.engine(), self.engine) {
+            bail!("cross-`Engine` instantiation is not currently supported");
+        }
+        self.insert(name, Definition::Module(module.clone()))
+    }
+
+    /// The nested instance `name`, created empty if it does not exist yet.
+    ///
+    /// # Errors
+    ///
+    /// Fails if `name` is already defined as something other than an
+    /// instance.
+    pub fn instance(&mut self, name: &str) -> Result<LinkerInstance<'_, T>> {
+        let entry = self
+            .map
+            .entry(name.to_string())
+            .or_insert_with(|| Definition::Instance(BTreeMap::new()));
+        match entry {
+            Definition::Instance(map) => Ok(LinkerInstance {
+                engine: self.engine,
+                map,
+                allow_shadowing: self.allow_shadowing,
+            }),
+            other => bail!(
+                "import of `{name}` is already defined as a {}",
+                other.desc()
+            ),
+        }
+    }
+
+    /// Like [`LinkerInstance::instance`], consuming this namespace.
+    ///
+    /// # Errors
+    ///
+    /// As for [`LinkerInstance::instance`].
+    pub fn into_instance(self, name: &str) -> Result<LinkerInstance<'a, T>> {
+        let LinkerInstance {
+            engine,
+            map,
+            allow_shadowing,
+        } = self;
+        let entry = map
+            .entry(name.to_string())
+            .or_insert_with(|| Definition::Instance(BTreeMap::new()));
+        match entry {
+            Definition::Instance(map) => Ok(LinkerInstance {
+                engine,
+                map,
+                allow_shadowing,
+            }),
+            other => bail!(
+                "import of `{name}` is already defined as a {}",
+                other.desc()
+            ),
+        }
+    }
+}
+
+/// `name`'s definition in `ns`: the exact name, or else the highest
+/// semver-compatible version of it.
+fn lookup<'a, T>(ns: &'a Namespace<T>, name: &str) -> Option<&'a Definition<T>> {
+    if let Some(def) = ns.get(name) {
+        return Some(def);
+    }
+    let (base, wanted) = compatibility_key(name)?;
+    ns.iter()
+        .filter_map(|(k, def)| {
+            let (b, key) = compatibility_key(k)?;
+            if b == base && key == wanted {
+                Some((version(k)?, def))
+            } else {
+                None
+            }
+        })
+        .max_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, def)| def)
+}
+
+/// The version of `name@version`.
+fn version(name: &str) -> Option<semver::Version> {
+    let (_, v) = name.rsplit_once('@')?;
+    semver::Version::parse(v).ok()
+}
+
+/// What two compatible versions of `name` share: the name without its
+/// version, and the major version (or, below 1.0, the minor). `None` when
+/// the name has no version, or one (0.0.x, pre-releases) that is
+/// compatible with itself only.
+fn compatibility_key(name: &str) -> Option<(&str, (u64, u64))> {
+    let (base, _) = name.rsplit_once('@')?;
+    let v = version(name)?;
+    if !v.pre.is_empty() {
+        return None;
+    }
+    match (v.major, v.minor) {
+        (0, 0) => None,
+        (0, minor) => Some((base, (0, minor))),
+        (major, _) => Some((base, (major, 0))),
+    }
+}
+
+fn missing(name: &str, ty: &ExternTy) -> anyhow::Error {
+    let kind = match ty {
+        ExternTy::Func(_) => "function",
+        ExternTy::Instance(_) => "instance",
+        ExternTy::Module { .. } => "module",
+        ExternTy::Component => "component",
+        ExternTy::Type(_) | ExternTy::Resource(_) => "type",
+        ExternTy::CoreFunc => "core function",
+    };
+    anyhow!(
+        "component imports {kind} `{name}`, but a matching implementation was not found in the linker"
+    )
+}
+
+/// Checks that `def` can stand for an import of type `ty`.
+fn typecheck<T>(name: &str, ty: &ExternTy, def: &Definition<T>) -> Result<()> {
+    match (ty, def) {
+        (ExternTy::Func(_), Definition::Func(_)) => Ok(()),
+        (ExternTy::Instance(exports), Definition::Instance(ns)) => {
+            for (export, ty) in exports.iter() {
+                let path = format!("{name}/{export}");
+                // Types exported by an imported instance need no host
+                // definition unless they are resources, which are not
+                // supported yet.
+                if let ExternTy::Type(_) = ty {
+                    continue;
+                }
+                let def = lookup(ns, export).ok_or_else(|| missing(&path, ty))?;
+                typecheck(&path, ty, def)?;
+            }
+            Ok(())
+        }
+        (ExternTy::Module { imports, exports }, Definition::Module(m)) => {
+            for (module, field) in imports.iter() {
+                if !m
+                    .imports()
+                    .any(|i| i.module() == module && i.name() == field)
+                {
+                    bail!("module `{name}` does not import `{module}`::`{field}` as its type says");
+                }
+            }
+            for export in exports.iter() {
+                if m.get_export(export).is_none() {
+                    bail!("module `{name}` has no export named `{export}`");
+                }
+            }
+            Ok(())
+        }
+        (ExternTy::Type(_), _) => Ok(()),
+        (ExternTy::Resource(_), _) => {
+            bail!("import `{name}` is a resource type; host resources are not supported yet")
+        }
+        // Upstream's wording ("expected instance found func"), which
+        // tools and tests match on.
+        (ty, def) => Err(anyhow!(
+            "import `{name}` has the wrong kind: expected {} found {}",
+            match ty {
+                ExternTy::Func(_) => "func",
+                ExternTy::Instance(_) => "instance",
+                ExternTy::Module { .. } => "module",
+                ExternTy::Component => "component",
+                ExternTy::CoreFunc => "core func",
+                ExternTy::Type(_) | ExternTy::Resource(_) => "type",
+            },
+            def.kind()
+        )),
+    }
+}

@@ -1,0 +1,36 @@
+//! The component model: [`Component`], [`Linker`], [`Instance`], [`Func`]
+//! and [`Val`], with upstream Wasmtime 48's names.
+//!
+//! A component is translated by upstream's component translator (behind
+//! one file of this module) into core modules and the steps that connect
+//! them; everything at run time is this runtime's own: component imports
+//! become core host functions, and the canonical ABI lifts and lowers
+//! values in those host functions. See `docs/architecture.md`, "The
+//! component model".
+//!
+//! Unfinished (this is the first part of the work): typed calls
+//! (`TypedFunc`, `ComponentType`/`Lift`/`Lower`, `func_wrap` and the
+//! derive), resources (`Resource<T>`, `ResourceAny` handles, handle
+//! tables), string transcoding between two components' memories, async
+//! variants, `InstancePre` reuse across stores is there but not pooling or
+//! reset of component instances.
+
+mod abi;
+mod compiled;
+mod func;
+mod info;
+mod instance;
+mod linker;
+mod resources;
+mod transcode;
+mod translate;
+pub mod types;
+mod values;
+
+pub use compiled::{Component, ComponentExportIndex};
+pub use func::Func;
+pub(crate) use instance::InstanceData;
+pub use instance::{Instance, InstanceExportLookup, InstancePre};
+pub use linker::{Linker, LinkerInstance};
+pub use resources::ResourceAny;
+pub use values::Val;

@@ -1,0 +1,495 @@
+//! The seam to the component translator: the only file that uses the
+//! `wasmtime-environ` crate (here `component_translator`).
+//!
+//! Upstream's translator parses and validates a component, inlines its
+//! nested components, and generates the adapter modules ("FACT") that pass
+//! values between two components' memories. What it hands back is in its
+//! own types, which change with every upstream release; this file turns
+//! them into ours (`info.rs`, `types.rs`) at once, so a version bump of the
+//! translator touches this file alone.
+//!
+//! The validator gets the engine's core features plus the component model
+//! and none of its later extensions: async, threads, error contexts, GC,
+//! maps and fixed-length lists are refused when a component is built, not
+//! when it runs.
+
+use super::info::*;
+use super::types::{FuncTy, InterfaceType};
+use anyhow::{Context, Result, anyhow};
+use component_translator as ct;
+
+/// The key type of the translator's export maps.
+type ExportName = <cm::NameMapNoIntern as cm::NameMapIntern>::Key;
+use ct::component as cm;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use wasmparser::{Validator, WasmFeatures};
+use wasmtime_environ::{WasmFuncType, WasmRefType, WasmValType};
+
+/// Translates and validates `bytes`, a component binary, with `features`
+/// as the engine's core WebAssembly features.
+pub(crate) fn translate(features: WasmFeatures, bytes: &[u8]) -> Result<ComponentInfo> {
+    let mut tunables = ct::Tunables::default_host();
+    // Without concurrency support the adapter modules use no async
+    // intrinsics, which this runtime does not have.
+    tunables.concurrency_support = false;
+    let features = features | WasmFeatures::COMPONENT_MODEL;
+    let mut validator = Validator::new_with_features(features);
+    let mut types = cm::ComponentTypesBuilder::new(&validator);
+    let scope = ct::ScopeVec::new();
+    let (translation, modules) = cm::Translator::new(&tunables, &mut validator, &mut types, &scope)
+        .translate(bytes)
+        .map_err(anyhow::Error::from)
+        .context("failed to parse WebAssembly component")?;
+    let (types, _) = types.finish(&translation.component);
+    let mut cx = Converter {
+        types: &types,
+        memo: HashMap::new(),
+        resource_tables: BTreeMap::new(),
+    };
+    cx.component(
+        &translation,
+        modules.values().map(|m| m.wasm.to_vec()).collect(),
+    )
+}
+
+struct Converter<'a> {
+    types: &'a cm::ComponentTypes,
+    memo: HashMap<cm::InterfaceType, InterfaceType>,
+    /// The resource tables that converted types and trampolines name.
+    resource_tables: BTreeMap<usize, ResourceTableTy>,
+}
+
+fn unsupported(what: &str) -> anyhow::Error {
+    anyhow!("{what} is not supported in components by this runtime")
+}
+
+impl Converter<'_> {
+    fn component(
+        &mut self,
+        translation: &cm::ComponentTranslation,
+        modules: Vec<Vec<u8>>,
+    ) -> Result<ComponentInfo> {
+        let c = &translation.component;
+        let import_types = c
+            .import_types
+            .values()
+            .map(|(name, ext)| Ok((name.clone(), self.type_def(&ext.ty)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let imports = c
+            .imports
+            .values()
+            .map(|(import, path)| RuntimeImport {
+                import: import.as_u32() as usize,
+                path: path.clone(),
+            })
+            .collect();
+        let initializers = c
+            .initializers
+            .iter()
+            .map(|init| self.initializer(init))
+            .collect::<Result<Vec<_>>>()?;
+        let trampolines = translation
+            .trampolines
+            .iter()
+            .map(|(index, t)| {
+                let core_ty = self.core_func_type(c.trampolines[index]);
+                Ok(Trampoline {
+                    core_ty,
+                    kind: self.trampoline(t)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let options = c
+            .options
+            .values()
+            .map(|o| self.options(o))
+            .collect::<Result<Vec<_>>>()?;
+        let exports = self.exports(c, &c.exports)?;
+        let resource_tables = std::mem::take(&mut self.resource_tables);
+        Ok(ComponentInfo {
+            modules,
+            import_types,
+            imports,
+            initializers,
+            trampolines,
+            options,
+            exports,
+            num_core_instances: c.num_runtime_instances as usize,
+            num_component_instances: c.num_runtime_component_instances as usize,
+            num_memories: c.num_runtime_memories as usize,
+            num_reallocs: c.num_runtime_reallocs as usize,
+            num_post_returns: c.num_runtime_post_returns as usize,
+            num_lowerings: c.num_lowerings as usize,
+            resource_tables,
+            num_imported_resources: c.imported_resources.len(),
+            defined_resource_instances: c
+                .defined_resource_instances
+                .values()
+                .map(|i| i.as_u32() as usize)
+                .collect(),
+        })
+    }
+
+    fn exports(
+        &mut self,
+        c: &cm::Component,
+        map: &cm::NameMap<ExportName, (cm::ExportIndex, cm::ComponentExternData)>,
+    ) -> Result<BTreeMap<String, ExportItem>> {
+        let mut out = BTreeMap::new();
+        for (name, (index, _)) in map.raw_iter() {
+            let item = match &c.export_items[*index] {
+                cm::Export::LiftedFunction { ty, func, options } => ExportItem::Func {
+                    ty: self.func_ty(*ty)?,
+                    func: self.core_def(func)?,
+                    options: options.as_u32() as usize,
+                },
+                cm::Export::ModuleStatic { index, .. } => {
+                    ExportItem::Module(index.as_u32() as usize)
+                }
+                cm::Export::ModuleImport { .. } => {
+                    return Err(unsupported("re-exporting an imported core module"));
+                }
+                cm::Export::Instance { exports, .. } => {
+                    ExportItem::Instance(Arc::new(self.exports(c, exports)?))
+                }
+                cm::Export::Type(_) => ExportItem::Type,
+            };
+            out.insert(name.to_string(), item);
+        }
+        Ok(out)
+    }
+
+    fn initializer(&mut self, init: &cm::GlobalInitializer) -> Result<Initializer> {
+        Ok(match init {
+            cm::GlobalInitializer::InstantiateModule(cm::InstantiateModule::Static(m, args), _) => {
+                Initializer::Instantiate {
+                    module: m.as_u32() as usize,
+                    args: args
+                        .iter()
+                        .map(|d| self.core_def(d))
+                        .collect::<Result<_>>()?,
+                }
+            }
+            cm::GlobalInitializer::InstantiateModule(cm::InstantiateModule::Import(..), _) => {
+                return Err(unsupported("instantiating an imported core module"));
+            }
+            cm::GlobalInitializer::LowerImport { index, import } => Initializer::LowerImport {
+                index: index.as_u32() as usize,
+                import: import.as_u32() as usize,
+            },
+            cm::GlobalInitializer::ExtractMemory(m) => Initializer::ExtractMemory {
+                index: m.index.as_u32() as usize,
+                export: self.core_export(&m.export.clone().map_index(ct::EntityIndex::Memory))?,
+            },
+            cm::GlobalInitializer::ExtractRealloc(r) => Initializer::ExtractRealloc {
+                index: r.index.as_u32() as usize,
+                def: self.core_def(&r.def)?,
+            },
+            cm::GlobalInitializer::ExtractPostReturn(p) => Initializer::ExtractPostReturn {
+                index: p.index.as_u32() as usize,
+                def: self.core_def(&p.def)?,
+            },
+            cm::GlobalInitializer::ExtractCallback(_) => {
+                return Err(unsupported("an async callback"));
+            }
+            cm::GlobalInitializer::ExtractTable(_) => {
+                return Err(unsupported("a component-level table (threads)"));
+            }
+            cm::GlobalInitializer::Resource(r) => Initializer::Resource {
+                index: r.index.as_u32() as usize,
+                dtor: r.dtor.as_ref().map(|d| self.core_def(d)).transpose()?,
+            },
+        })
+    }
+
+    fn core_def(&mut self, def: &cm::CoreDef) -> Result<CoreDef> {
+        Ok(match def {
+            cm::CoreDef::Export(e) => CoreDef::Export(self.core_export(e)?),
+            cm::CoreDef::InstanceFlags(i) => CoreDef::InstanceFlags(i.as_u32() as usize),
+            cm::CoreDef::Trampoline(t) => CoreDef::Trampoline(t.as_u32() as usize),
+            cm::CoreDef::UnsafeIntrinsic(_) => return Err(unsupported("an unsafe intrinsic")),
+            cm::CoreDef::TaskMayBlock => return Err(unsupported("an async task")),
+        })
+    }
+
+    fn core_export(&mut self, e: &cm::CoreExport<ct::EntityIndex>) -> Result<CoreExport> {
+        let item = match &e.item {
+            cm::ExportItem::Name(name) => CoreExportItem::Name(name.clone()),
+            cm::ExportItem::Index(index) => CoreExportItem::Index(match index {
+                ct::EntityIndex::Function(i) => CoreEntity::Func(i.as_u32()),
+                ct::EntityIndex::Table(i) => CoreEntity::Table(i.as_u32()),
+                ct::EntityIndex::Memory(i) => CoreEntity::Memory(i.as_u32()),
+                ct::EntityIndex::Global(i) => CoreEntity::Global(i.as_u32()),
+                ct::EntityIndex::Tag(_) => return Err(unsupported("an exception tag")),
+            }),
+        };
+        Ok(CoreExport {
+            instance: e.instance.as_u32() as usize,
+            item,
+        })
+    }
+
+    fn trampoline(&mut self, t: &cm::Trampoline) -> Result<TrampolineKind> {
+        Ok(match t {
+            cm::Trampoline::LowerImport {
+                index,
+                lower_ty,
+                options,
+            } => TrampolineKind::LowerImport {
+                index: index.as_u32() as usize,
+                ty: self.func_ty(*lower_ty)?,
+                options: options.as_u32() as usize,
+            },
+            cm::Trampoline::Transcoder {
+                op,
+                from,
+                from64,
+                to,
+                to64,
+            } => {
+                if *from64 || *to64 {
+                    return Err(unsupported("a 64-bit memory"));
+                }
+                TrampolineKind::Transcoder {
+                    op: transcode(*op),
+                    from: from.as_u32() as usize,
+                    to: to.as_u32() as usize,
+                }
+            }
+            cm::Trampoline::ResourceNew { instance, ty } => TrampolineKind::ResourceNew {
+                instance: instance.as_u32() as usize,
+                table: self.resource_table(*ty)?,
+            },
+            cm::Trampoline::ResourceRep { instance, ty } => TrampolineKind::ResourceRep {
+                instance: instance.as_u32() as usize,
+                table: self.resource_table(*ty)?,
+            },
+            cm::Trampoline::ResourceDrop { instance, ty } => TrampolineKind::ResourceDrop {
+                instance: instance.as_u32() as usize,
+                table: self.resource_table(*ty)?,
+            },
+            cm::Trampoline::ResourceTransferOwn => TrampolineKind::ResourceTransferOwn,
+            cm::Trampoline::ResourceTransferBorrow => TrampolineKind::ResourceTransferBorrow,
+            cm::Trampoline::EnterSyncCall => TrampolineKind::EnterSyncCall,
+            cm::Trampoline::ExitSyncCall => TrampolineKind::ExitSyncCall,
+            cm::Trampoline::Trap => TrampolineKind::Trap,
+            other => {
+                return Err(anyhow!(
+                    "the component model builtin {other:?} (async or threads) is not supported by this runtime"
+                ));
+            }
+        })
+    }
+
+    fn options(&mut self, o: &cm::CanonicalOptions) -> Result<CanonOptions> {
+        if o.async_ || o.callback.is_some() {
+            return Err(unsupported("an async function"));
+        }
+        let (memory, realloc) = match o.data_model {
+            cm::CanonicalOptionsDataModel::LinearMemory(m) => (
+                m.memory.map(|i| i.as_u32() as usize),
+                m.realloc.map(|i| i.as_u32() as usize),
+            ),
+            cm::CanonicalOptionsDataModel::Gc {} => return Err(unsupported("the GC data model")),
+        };
+        Ok(CanonOptions {
+            instance: o.instance.as_u32() as usize,
+            string_encoding: match o.string_encoding {
+                cm::StringEncoding::Utf8 => StringEncoding::Utf8,
+                cm::StringEncoding::Utf16 => StringEncoding::Utf16,
+                cm::StringEncoding::CompactUtf16 => StringEncoding::CompactUtf16,
+            },
+            memory,
+            realloc,
+            post_return: o.post_return.map(|i| i.as_u32() as usize),
+        })
+    }
+
+    fn core_func_type(&self, index: ct::ModuleInternedTypeIndex) -> WasmFuncType {
+        let ty = self.types.module_types()[index].unwrap_func();
+        let convert = |tys: &[ct::WasmValType]| tys.iter().map(core_val_type).collect();
+        WasmFuncType {
+            params: convert(ty.params()),
+            results: convert(ty.results()),
+        }
+    }
+
+    fn func_ty(&mut self, index: cm::TypeFuncIndex) -> Result<Arc<FuncTy>> {
+        let f = &self.types[index];
+        if f.async_ {
+            return Err(unsupported("an async function type"));
+        }
+        let params = self.types[f.params]
+            .types
+            .iter()
+            .zip(&f.param_names)
+            .map(|(ty, name)| Ok((name.clone(), self.interface(ty)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let results = self.types[f.results]
+            .types
+            .iter()
+            .map(|ty| self.interface(ty))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Arc::new(FuncTy { params, results }))
+    }
+
+    fn type_def(&mut self, def: &cm::TypeDef) -> Result<ExternTy> {
+        Ok(match def {
+            cm::TypeDef::ComponentFunc(f) => ExternTy::Func(self.func_ty(*f)?),
+            cm::TypeDef::ComponentInstance(i) => {
+                let exports = self.types[*i]
+                    .exports
+                    .iter()
+                    .map(|(name, ext)| Ok((name.clone(), self.type_def(&ext.ty)?)))
+                    .collect::<Result<Vec<_>>>()?;
+                ExternTy::Instance(Arc::new(exports))
+            }
+            cm::TypeDef::Module(m) => {
+                let m = &self.types[*m];
+                ExternTy::Module {
+                    imports: Arc::new(m.imports.keys().cloned().collect()),
+                    exports: Arc::new(m.exports.keys().cloned().collect()),
+                }
+            }
+            cm::TypeDef::Component(_) => ExternTy::Component,
+            cm::TypeDef::Interface(t) => ExternTy::Type(self.interface(t)?),
+            cm::TypeDef::Resource(r) => ExternTy::Resource(self.resource_table(*r)?),
+            cm::TypeDef::CoreFunc(_) => ExternTy::CoreFunc,
+        })
+    }
+
+    /// Records resource table `index` and returns its number.
+    fn resource_table(&mut self, index: cm::TypeResourceTableIndex) -> Result<usize> {
+        let table = match &self.types[index] {
+            cm::TypeResourceTable::Concrete { ty, instance } => ResourceTableTy {
+                resource: ty.as_u32() as usize,
+                instance: instance.as_u32() as usize,
+            },
+            cm::TypeResourceTable::Abstract(_) => return Err(unsupported("an abstract resource")),
+        };
+        let number = index.as_u32() as usize;
+        self.resource_tables.insert(number, table);
+        Ok(number)
+    }
+
+    fn interface(&mut self, ty: &cm::InterfaceType) -> Result<InterfaceType> {
+        if let Some(t) = self.memo.get(ty) {
+            return Ok(t.clone());
+        }
+        use cm::InterfaceType as I;
+        let t = match ty {
+            I::Bool => InterfaceType::Bool,
+            I::S8 => InterfaceType::S8,
+            I::U8 => InterfaceType::U8,
+            I::S16 => InterfaceType::S16,
+            I::U16 => InterfaceType::U16,
+            I::S32 => InterfaceType::S32,
+            I::U32 => InterfaceType::U32,
+            I::S64 => InterfaceType::S64,
+            I::U64 => InterfaceType::U64,
+            I::Float32 => InterfaceType::Float32,
+            I::Float64 => InterfaceType::Float64,
+            I::Char => InterfaceType::Char,
+            I::String => InterfaceType::String,
+            I::List(i) => {
+                let element = self.types[*i].element;
+                InterfaceType::List(Arc::new(self.interface(&element)?))
+            }
+            I::Record(i) => {
+                let fields = self.types[*i]
+                    .fields
+                    .iter()
+                    .map(|f| Ok((f.name.clone(), self.interface(&f.ty)?)))
+                    .collect::<Result<Vec<_>>>()?;
+                InterfaceType::Record(fields.into())
+            }
+            I::Tuple(i) => {
+                let tys = self.types[*i]
+                    .types
+                    .iter()
+                    .map(|t| self.interface(t))
+                    .collect::<Result<Vec<_>>>()?;
+                InterfaceType::Tuple(tys.into())
+            }
+            I::Variant(i) => {
+                let cases = self.types[*i]
+                    .cases
+                    .iter()
+                    .map(|(name, t)| {
+                        Ok((
+                            name.clone(),
+                            t.as_ref().map(|t| self.interface(t)).transpose()?,
+                        ))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                InterfaceType::Variant(cases.into())
+            }
+            I::Enum(i) => InterfaceType::Enum(self.types[*i].names.iter().cloned().collect()),
+            I::Flags(i) => InterfaceType::Flags(self.types[*i].names.iter().cloned().collect()),
+            I::Option(i) => {
+                let inner = self.types[*i].ty;
+                InterfaceType::Option(Arc::new(self.interface(&inner)?))
+            }
+            I::Result(i) => {
+                let r = &self.types[*i];
+                let (ok, err) = (r.ok, r.err);
+                let ok = ok.as_ref().map(|t| self.interface(t)).transpose()?;
+                let err = err.as_ref().map(|t| self.interface(t)).transpose()?;
+                InterfaceType::Result(Arc::new((ok, err)))
+            }
+            I::Own(r) => InterfaceType::Own(self.resource_table(*r)?),
+            I::Borrow(r) => InterfaceType::Borrow(self.resource_table(*r)?),
+            I::Map(_) => return Err(unsupported("the map type")),
+            I::FixedLengthList(_) => return Err(unsupported("a fixed-length list")),
+            I::Future(_) | I::Stream(_) | I::ErrorContext(_) => {
+                return Err(unsupported("an async type (future, stream, error-context)"));
+            }
+        };
+        self.memo.insert(*ty, t.clone());
+        Ok(t)
+    }
+}
+
+fn core_val_type(ty: &ct::WasmValType) -> WasmValType {
+    match ty {
+        ct::WasmValType::I32 => WasmValType::I32,
+        ct::WasmValType::I64 => WasmValType::I64,
+        ct::WasmValType::F32 => WasmValType::F32,
+        ct::WasmValType::F64 => WasmValType::F64,
+        ct::WasmValType::V128 => WasmValType::V128,
+        // Trampolines and adapters pass only numbers; a reference here is
+        // a function reference at most, which our runtime spells funcref.
+        ct::WasmValType::Ref(r) => match r.heap_type.top() {
+            ct::WasmHeapTopType::Extern => WasmValType::Ref(WasmRefType::ExternRef),
+            _ => WasmValType::Ref(WasmRefType::FuncRef),
+        },
+    }
+}
+
+fn transcode(op: cm::Transcode) -> Transcode {
+    use cm::{FixedEncoding as F, Transcode as T};
+    match op {
+        T::Copy(F::Utf8) => Transcode::CopyUtf8,
+        T::Copy(F::Utf16) => Transcode::CopyUtf16,
+        T::Copy(F::Latin1) => Transcode::CopyLatin1,
+        T::Latin1ToUtf16 => Transcode::Latin1ToUtf16,
+        T::Latin1ToUtf8 => Transcode::Latin1ToUtf8,
+        T::Utf16ToCompactProbablyUtf16 => Transcode::Utf16ToCompactProbablyUtf16,
+        T::Utf16ToCompactUtf16 => Transcode::Utf16ToCompactUtf16,
+        T::Utf16ToLatin1 => Transcode::Utf16ToLatin1,
+        T::Utf16ToUtf8 => Transcode::Utf16ToUtf8,
+        T::Utf8ToCompactUtf16 => Transcode::Utf8ToCompactUtf16,
+        T::Utf8ToLatin1 => Transcode::Utf8ToLatin1,
+        T::Utf8ToUtf16 => Transcode::Utf8ToUtf16,
+    }
+}
+
+/// The message of trap code `code`, as adapter modules pass it to the
+/// `Trap` trampoline.
+pub(crate) fn trap_message(code: i32) -> String {
+    match u8::try_from(code).ok().and_then(ct::Trap::from_u8) {
+        Some(trap) => trap.to_string(),
+        None => format!("an adapter module trapped with the unknown code {code}"),
+    }
+}

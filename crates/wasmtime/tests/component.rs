@@ -1,0 +1,179 @@
+//! The component model through the public API: building, linking,
+//! instantiating and calling components with dynamic values.
+
+use wasmtime::component::{Component, Linker, Val};
+use wasmtime::{Config, Engine, Store};
+
+fn engine() -> Engine {
+    let mut config = Config::new();
+    config.wasm_component_model(true);
+    Engine::new(&config).unwrap()
+}
+
+/// A component whose export `greet` takes a string, calls the host import
+/// `host.decorate` on it, and returns what the host returned; strings
+/// travel through the guest's memory and its `realloc`.
+const GREETER: &str = r#"
+(component
+  (import "host" (instance $host
+    (export "decorate" (func (param "s" string) (result string)))))
+  (core module $libc
+    (memory (export "memory") 1)
+    (global $next (mut i32) (i32.const 1024))
+    (func (export "realloc") (param i32 i32 i32 i32) (result i32)
+      (local $ptr i32)
+      ;; bump allocation, aligned to the requested alignment
+      (local.set $ptr (i32.and
+        (i32.add (global.get $next) (i32.sub (local.get 2) (i32.const 1)))
+        (i32.sub (i32.const 0) (local.get 2))))
+      (global.set $next (i32.add (local.get $ptr) (local.get 3)))
+      (local.get $ptr)))
+  (core instance $libc (instantiate $libc))
+  (core func $decorate (canon lower (func $host "decorate")
+    (memory $libc "memory") (realloc (func $libc "realloc"))))
+  (core module $main
+    (import "libc" "memory" (memory 1))
+    (import "host" "decorate" (func $decorate (param i32 i32 i32)))
+    (func (export "greet") (param i32 i32) (result i32)
+      ;; the host writes (ptr, len) of its result at 16
+      (call $decorate (local.get 0) (local.get 1) (i32.const 16))
+      (i32.const 16)))
+  (core instance $main (instantiate $main
+    (with "libc" (instance $libc))
+    (with "host" (instance (export "decorate" (func $decorate))))))
+  (func (export "greet") (param "name" string) (result string)
+    (canon lift (core func $main "greet")
+      (memory $libc "memory") (realloc (func $libc "realloc"))))
+)
+"#;
+
+#[test]
+fn string_round_trip_through_a_host_import() -> wasmtime::Result<()> {
+    let engine = engine();
+    let component = Component::new(&engine, GREETER)?;
+    let mut linker = Linker::<Vec<String>>::new(&engine);
+    linker
+        .instance("host")?
+        .func_new("decorate", |mut store, ty, args, results| {
+            assert_eq!(ty.params().len(), 1);
+            let Val::String(s) = &args[0] else {
+                wasmtime::bail!("expected a string, got {:?}", args[0]);
+            };
+            store.data_mut().push(s.clone());
+            results[0] = Val::String(format!("hello, {s}!"));
+            Ok(())
+        })?;
+    let mut store = Store::new(&engine, Vec::new());
+    let instance = linker.instantiate(&mut store, &component)?;
+    let greet = instance
+        .get_func(&mut store, "greet")
+        .expect("export `greet`");
+    let mut results = [Val::Bool(false)];
+    greet.call(&mut store, &[Val::String("wörld".into())], &mut results)?;
+    assert_eq!(results[0], Val::String("hello, wörld!".into()));
+    assert_eq!(store.data()[..], ["wörld"]);
+    Ok(())
+}
+
+#[test]
+fn a_core_module_is_not_a_component() {
+    let engine = engine();
+    let err = Component::new(&engine, "(module)").unwrap_err();
+    assert!(format!("{err:#}").contains("component"), "{err:#}");
+}
+
+#[test]
+fn the_component_model_must_be_enabled() {
+    let mut config = Config::new();
+    config.wasm_component_model(false);
+    let engine = Engine::new(&config).unwrap();
+    let err = Component::new(&engine, "(component)").unwrap_err();
+    assert!(
+        format!("{err:#}").contains("wasm_component_model"),
+        "{err:#}"
+    );
+}
+
+#[test]
+fn a_missing_import_is_named() -> wasmtime::Result<()> {
+    let engine = engine();
+    let component = Component::new(&engine, GREETER)?;
+    let linker = Linker::<Vec<String>>::new(&engine);
+    let mut store = Store::new(&engine, Vec::new());
+    let err = linker.instantiate(&mut store, &component).unwrap_err();
+    assert!(format!("{err:#}").contains("`host`"), "{err:#}");
+    Ok(())
+}
+
+/// A component that defines a resource with a destructor and exercises
+/// `resource.new`, `resource.rep` and `resource.drop` on its own table.
+const RESOURCES: &str = r#"
+(component
+  (core module $m
+    (global $dropped (export "dropped") (mut i32) (i32.const 0))
+    (func (export "dtor") (param i32) (global.set $dropped (local.get 0))))
+  (core instance $m (instantiate $m))
+  (type $r (resource (rep i32) (dtor (func $m "dtor"))))
+  (core func $new (canon resource.new $r))
+  (core func $rep (canon resource.rep $r))
+  (core func $drop (canon resource.drop $r))
+  (core module $main
+    (import "" "new" (func $new (param i32) (result i32)))
+    (import "" "rep" (func $rep (param i32) (result i32)))
+    (import "" "drop" (func $drop (param i32)))
+    (import "" "dropped" (global $dropped (mut i32)))
+    (func (export "run") (param i32) (result i32)
+      (local $h i32)
+      (local.set $h (call $new (local.get 0)))
+      (if (i32.ne (call $rep (local.get $h)) (local.get 0)) (then unreachable))
+      (call $drop (local.get $h))
+      (global.get $dropped))
+    (func (export "drop-twice") (param i32)
+      (local $h i32)
+      (local.set $h (call $new (local.get 0)))
+      (call $drop (local.get $h))
+      (call $drop (local.get $h))))
+  (core instance $main (instantiate $main (with "" (instance
+    (export "new" (func $new)) (export "rep" (func $rep)) (export "drop" (func $drop))
+    (export "dropped" (global $m "dropped"))))))
+  (func (export "run") (param "x" u32) (result u32) (canon lift (core func $main "run")))
+  (func (export "drop-twice") (param "x" u32) (canon lift (core func $main "drop-twice")))
+)
+"#;
+
+#[test]
+fn guest_resources_run_their_destructor_and_check_handles() -> wasmtime::Result<()> {
+    let engine = engine();
+    let component = Component::new(&engine, RESOURCES)?;
+    let linker = Linker::<()>::new(&engine);
+    let mut store = Store::new(&engine, ());
+    let instance = linker.instantiate(&mut store, &component)?;
+    let run = instance.get_func(&mut store, "run").expect("export `run`");
+    let mut results = [Val::Bool(false)];
+    run.call(&mut store, &[Val::U32(42)], &mut results)?;
+    assert_eq!(results[0], Val::U32(42), "the destructor saw the rep");
+    let twice = instance.get_func(&mut store, "drop-twice").unwrap();
+    let err = twice.call(&mut store, &[Val::U32(5)], &mut []).unwrap_err();
+    assert!(
+        format!("{err:?}").contains("unknown handle index"),
+        "{err:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_value_of_the_wrong_type_is_refused() -> wasmtime::Result<()> {
+    let engine = engine();
+    let component = Component::new(&engine, RESOURCES)?;
+    let mut store = Store::new(&engine, ());
+    let instance = Linker::<()>::new(&engine).instantiate(&mut store, &component)?;
+    let run = instance.get_func(&mut store, "run").unwrap();
+    let mut results = [Val::Bool(false)];
+    let err = run
+        .call(&mut store, &[Val::String("x".into())], &mut results)
+        .unwrap_err();
+    assert!(format!("{err:#}").contains("type mismatch"), "{err:#}");
+    let err = run.call(&mut store, &[], &mut results).unwrap_err();
+    assert!(format!("{err:#}").contains("argument"), "{err:#}");
+    Ok(())
+}
