@@ -186,10 +186,6 @@ const KNOWN_FAILURES_OURS: &[(&str, &str)] = &[
         "a resource handle passed to or from the host (line 324)",
     ),
     (
-        "spec/linking/unit.wast",
-        "resource tables named only by adapter modules' transfers (unknown resource table)",
-    ),
-    (
         "spec/validation/instantiation.wast",
         "a shared memory is refused by our core features before the expected type mismatch",
     ),

@@ -41,12 +41,24 @@ pub(crate) fn translate(features: WasmFeatures, bytes: &[u8]) -> Result<Componen
         .translate(bytes)
         .map_err(anyhow::Error::from)
         .context("failed to parse WebAssembly component")?;
+    // Adapter modules name resource tables by number in their transfer
+    // calls, so every table must be known, not just those our conversion
+    // meets in types.
+    let num_resource_tables = types.num_resource_tables();
     let (types, _) = types.finish(&translation.component);
     let mut cx = Converter {
         types: &types,
         memo: HashMap::new(),
         resource_tables: BTreeMap::new(),
     };
+    for i in 0..num_resource_tables {
+        let index = cm::TypeResourceTableIndex::from_u32(u32::try_from(i)?);
+        // Abstract tables belong to types nothing is instantiated with;
+        // they are refused only where a value would use one.
+        if let cm::TypeResourceTable::Concrete { .. } = &types[index] {
+            cx.resource_table(index)?;
+        }
+    }
     cx.component(
         &translation,
         modules.values().map(|m| m.wasm.to_vec()).collect(),
