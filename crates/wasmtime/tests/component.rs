@@ -177,3 +177,100 @@ fn a_value_of_the_wrong_type_is_refused() -> wasmtime::Result<()> {
     assert!(format!("{err:#}").contains("argument"), "{err:#}");
     Ok(())
 }
+
+#[test]
+fn typed_export_and_typed_host_import() -> wasmtime::Result<()> {
+    let engine = engine();
+    let component = Component::new(&engine, GREETER)?;
+    let mut linker = Linker::<u32>::new(&engine);
+    linker
+        .instance("host")?
+        .func_wrap("decorate", |mut store, (s,): (String,)| {
+            *store.data_mut() += 1;
+            Ok((format!("<{s}>"),))
+        })?;
+    let mut store = Store::new(&engine, 0);
+    let instance = linker.instantiate(&mut store, &component)?;
+    let greet = instance.get_typed_func::<(&str,), (String,)>(&mut store, "greet")?;
+    assert_eq!(
+        greet.call(&mut store, ("typed",))?,
+        ("<typed>".to_string(),)
+    );
+    assert_eq!(greet.call(&mut store, ("",))?, ("<>".to_string(),));
+    assert_eq!(*store.data(), 2);
+
+    let err = instance
+        .get_typed_func::<(u32,), (String,)>(&mut store, "greet")
+        .err()
+        .expect("wrong parameter type refused");
+    assert!(format!("{err:#}").contains("type mismatch"), "{err:#}");
+    let err = instance
+        .get_typed_func::<(&str,), ()>(&mut store, "greet")
+        .err()
+        .expect("wrong result count refused");
+    assert!(format!("{err:#}").contains("results"), "{err:#}");
+    Ok(())
+}
+
+#[test]
+fn a_typed_host_function_of_the_wrong_type_is_not_linked() -> wasmtime::Result<()> {
+    let engine = engine();
+    let component = Component::new(&engine, GREETER)?;
+    let mut linker = Linker::<()>::new(&engine);
+    linker
+        .instance("host")?
+        .func_wrap("decorate", |_, (n,): (u32,)| Ok((n,)))?;
+    let mut store = Store::new(&engine, ());
+    let err = linker.instantiate(&mut store, &component).unwrap_err();
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("host/decorate") && text.contains("type mismatch"),
+        "{text}"
+    );
+    Ok(())
+}
+
+/// `first(xs: list<u32>) -> option<u32>`: a list lowered by the host
+/// through the guest's realloc, and a result that flattens to two values,
+/// returned through memory.
+const FIRST: &str = r#"
+(component
+  (core module $m
+    (memory (export "memory") 1)
+    (global $next (mut i32) (i32.const 1024))
+    (func (export "realloc") (param i32 i32 i32 i32) (result i32)
+      (local $ptr i32)
+      (local.set $ptr (i32.and
+        (i32.add (global.get $next) (i32.sub (local.get 2) (i32.const 1)))
+        (i32.sub (i32.const 0) (local.get 2))))
+      (global.set $next (i32.add (local.get $ptr) (local.get 3)))
+      (local.get $ptr))
+    (func (export "first") (param $ptr i32) (param $len i32) (result i32)
+      (if (i32.eqz (local.get $len))
+        (then (i32.store8 (i32.const 16) (i32.const 0)))
+        (else
+          (i32.store8 (i32.const 16) (i32.const 1))
+          (i32.store (i32.const 20) (i32.load (local.get $ptr)))))
+      (i32.const 16)))
+  (core instance $m (instantiate $m))
+  (func (export "first") (param "xs" (list u32)) (result (option u32))
+    (canon lift (core func $m "first") (memory $m "memory") (realloc (func $m "realloc"))))
+)
+"#;
+
+#[test]
+fn lists_and_options_through_memory() -> wasmtime::Result<()> {
+    let engine = engine();
+    let component = Component::new(&engine, FIRST)?;
+    let mut store = Store::new(&engine, ());
+    let instance = Linker::<()>::new(&engine).instantiate(&mut store, &component)?;
+    let first = instance.get_typed_func::<(&[u32],), (Option<u32>,)>(&mut store, "first")?;
+    assert_eq!(first.call(&mut store, (&[7, 8, 9],))?, (Some(7),));
+    assert_eq!(first.call(&mut store, (&[],))?, (None,));
+    // The same through `Val`.
+    let f = instance.get_func(&mut store, "first").unwrap();
+    let mut out = [Val::Bool(false)];
+    f.call(&mut store, &[Val::List(vec![Val::U32(5)])], &mut out)?;
+    assert_eq!(out[0], Val::Option(Some(Box::new(Val::U32(5)))));
+    Ok(())
+}

@@ -2,6 +2,7 @@
 
 use super::abi;
 use super::instance::{LiftedFunc, StoreCx};
+use super::typed::{ComponentNamedList, Lift, Lower, TypedFunc};
 use super::types::ComponentFunc;
 use super::values::Val;
 use crate::runtime::store::StoreId;
@@ -118,6 +119,25 @@ impl Func {
             ran?;
         }
         Ok(())
+    }
+
+    /// This function with static types: `Params` and `Return` are tuples
+    /// of Rust types that stand for its parameters and results (see
+    /// [`TypedFunc`]).
+    ///
+    /// # Errors
+    ///
+    /// Fails if the types do not match the function's.
+    ///
+    /// # Panics
+    ///
+    /// Panics if this function belongs to another store.
+    pub fn typed<Params, Return>(&self, store: impl AsContext) -> Result<TypedFunc<Params, Return>>
+    where
+        Params: ComponentNamedList + Lower,
+        Return: ComponentNamedList + Lift,
+    {
+        TypedFunc::new(store, *self)
     }
 
     /// Does nothing: [`Func::call`] runs the post-return function itself,

@@ -310,7 +310,7 @@ impl<T: 'static> Instantiation<'_, T> {
             } => {
                 let import = self.lowerings[*index]
                     .ok_or_else(|| anyhow!("a lowered import is used before it is defined"))?;
-                let Definition::Func(host) = &self.imports[import] else {
+                let Definition::Func(host, _) = &self.imports[import] else {
                     bail!("a lowered import is not a function");
                 };
                 let host = host.clone();
@@ -694,6 +694,32 @@ impl Instance {
             instance: self.index,
             index: func_index,
         })
+    }
+
+    /// The exported function `name` with static types (see
+    /// [`TypedFunc`](super::TypedFunc)).
+    ///
+    /// # Errors
+    ///
+    /// Fails if there is no such function or its type does not match
+    /// `Params` and `Return`.
+    ///
+    /// # Panics
+    ///
+    /// Panics if this instance belongs to another store.
+    pub fn get_typed_func<Params, Return>(
+        &self,
+        mut store: impl AsContextMut,
+        name: impl InstanceExportLookup,
+    ) -> Result<super::TypedFunc<Params, Return>>
+    where
+        Params: super::ComponentNamedList + super::Lower,
+        Return: super::ComponentNamedList + super::Lift,
+    {
+        let func = self
+            .get_func(store.as_context_mut(), name)
+            .ok_or_else(|| anyhow!("failed to find function export"))?;
+        func.typed(store)
     }
 
     /// The index of export `name`, inside the exported instance `instance`

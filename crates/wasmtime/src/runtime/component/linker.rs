@@ -3,6 +3,7 @@
 use super::compiled::Component;
 use super::info::ExternTy;
 use super::instance::{Instance, InstancePre};
+use super::typed::{ComponentNamedList, Lift, Lower, TypeCheck, host_check, list_values};
 use super::types::ComponentFunc;
 use super::values::Val;
 use crate::{AsContextMut, Engine, Module, StoreContextMut};
@@ -17,7 +18,9 @@ pub(crate) type HostFn<T> =
 
 /// One named definition of a linker.
 pub(crate) enum Definition<T: 'static> {
-    Func(Arc<HostFn<T>>),
+    /// A host function, with the check of its import type when it is
+    /// typed (`func_wrap`).
+    Func(Arc<HostFn<T>>, Option<TypeCheck>),
     Instance(Namespace<T>),
     Module(Module),
 }
@@ -25,7 +28,7 @@ pub(crate) enum Definition<T: 'static> {
 impl<T> Clone for Definition<T> {
     fn clone(&self) -> Self {
         match self {
-            Definition::Func(f) => Definition::Func(f.clone()),
+            Definition::Func(f, check) => Definition::Func(f.clone(), check.clone()),
             Definition::Instance(i) => Definition::Instance(i.clone()),
             Definition::Module(m) => Definition::Module(m.clone()),
         }
@@ -36,7 +39,7 @@ impl<T> Definition<T> {
     /// The kind as upstream's messages name it.
     fn kind(&self) -> &'static str {
         match self {
-            Definition::Func(_) => "func",
+            Definition::Func(..) => "func",
             Definition::Instance(_) => "instance",
             Definition::Module(_) => "module",
         }
@@ -44,7 +47,7 @@ impl<T> Definition<T> {
 
     fn desc(&self) -> &'static str {
         match self {
-            Definition::Func(_) => "function",
+            Definition::Func(..) => "function",
             Definition::Instance(_) => "instance",
             Definition::Module(_) => "module",
         }
@@ -208,7 +211,49 @@ impl<'a, T: 'static> LinkerInstance<'a, T> {
         + Sync
         + 'static,
     ) -> Result<()> {
-        self.insert(name, Definition::Func(Arc::new(func)))
+        self.insert(name, Definition::Func(Arc::new(func), None))
+    }
+
+    /// Defines `name` as a host function with static types: `func` takes
+    /// the store and a tuple of the arguments and returns a tuple of the
+    /// results (see [`TypedFunc`](super::TypedFunc) for how Rust types
+    /// stand for interface types).
+    ///
+    /// The import's type is checked against `Params` and `Return` when a
+    /// component is linked. An error returned by `func` traps the calling
+    /// component.
+    ///
+    /// # Errors
+    ///
+    /// Fails if `name` is already defined and shadowing is not allowed.
+    pub fn func_wrap<F, Params, Return>(&mut self, name: &str, func: F) -> Result<()>
+    where
+        F: Fn(StoreContextMut<'_, T>, Params) -> Result<Return> + Send + Sync + 'static,
+        Params: ComponentNamedList + Lift + 'static,
+        Return: ComponentNamedList + Lower + 'static,
+    {
+        let host = move |store: StoreContextMut<'_, T>,
+                         _: ComponentFunc,
+                         args: &[Val],
+                         results: &mut [Val]| {
+            let params = Params::from_val(Val::Tuple(args.to_vec()))?;
+            let values = list_values(&func(store, params)?)?;
+            if values.len() != results.len() {
+                bail!(
+                    "a host function returned {} result(s) where its type has {}",
+                    values.len(),
+                    results.len()
+                );
+            }
+            for (slot, value) in results.iter_mut().zip(values) {
+                *slot = value;
+            }
+            Ok(())
+        };
+        self.insert(
+            name,
+            Definition::Func(Arc::new(host), Some(host_check::<Params, Return>())),
+        )
     }
 
     /// Defines `name` as a core module, for components that import one.
@@ -336,7 +381,12 @@ fn missing(name: &str, ty: &ExternTy) -> anyhow::Error {
 /// Checks that `def` can stand for an import of type `ty`.
 fn typecheck<T>(name: &str, ty: &ExternTy, def: &Definition<T>) -> Result<()> {
     match (ty, def) {
-        (ExternTy::Func(_), Definition::Func(_)) => Ok(()),
+        (ExternTy::Func(ty), Definition::Func(_, check)) => match check {
+            Some(check) => {
+                check(ty).map_err(|e| e.context(format!("function `{name}` has the wrong type")))
+            }
+            None => Ok(()),
+        },
         (ExternTy::Instance(exports), Definition::Instance(ns)) => {
             for (export, ty) in exports.iter() {
                 let path = format!("{name}/{export}");

@@ -8,9 +8,9 @@
 //! values in those host functions. See `docs/architecture.md`, "The
 //! component model".
 //!
-//! Unfinished (this is the first part of the work): typed calls
-//! (`TypedFunc`, `ComponentType`/`Lift`/`Lower`, `func_wrap` and the
-//! derive), resources (`Resource<T>`, `ResourceAny` handles, handle
+//! Unfinished (this is the first part of the work): typed calls go
+//! through [`Val`] (no derive for records, variants, enums and flags yet),
+//! resources (`Resource<T>`, `ResourceAny` handles, handle
 //! tables), string transcoding between two components' memories, async
 //! variants, `InstancePre` reuse across stores is there but not pooling or
 //! reset of component instances.
@@ -24,6 +24,7 @@ mod linker;
 mod resources;
 mod transcode;
 mod translate;
+mod typed;
 pub mod types;
 mod values;
 
@@ -33,4 +34,5 @@ pub(crate) use instance::InstanceData;
 pub use instance::{Instance, InstanceExportLookup, InstancePre};
 pub use linker::{Linker, LinkerInstance};
 pub use resources::ResourceAny;
+pub use typed::{ComponentNamedList, ComponentType, Lift, Lower, TypedFunc};
 pub use values::Val;
