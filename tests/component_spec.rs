@@ -43,12 +43,12 @@ use std::time::{Duration, Instant};
 
 /// Our runner over upstream Wasmtime 48.
 mod upstream {
-    component_runner!(upstream_wasmtime, with_host_resources);
+    component_runner!(upstream_wasmtime, with_reflection);
 }
 
-/// Our runner over our engine, which has no host resources yet.
+/// Our runner over our engine, which has no component reflection yet.
 mod ours {
-    component_runner!(wasmtime, without_host_resources);
+    component_runner!(wasmtime, without_reflection);
 }
 
 /// Files that need a component-model proposal that upstream Wasmtime 48
@@ -182,10 +182,6 @@ const KNOWN_FAILURES_OURS: &[(&str, &str)] = &[
         "needs core exceptions (`wasm_exceptions`)",
     ),
     (
-        "spec/resources/handle-table.wast",
-        "a resource handle passed to or from the host (line 324)",
-    ),
-    (
         "spec/validation/instantiation.wast",
         "a shared memory is refused by our core features before the expected type mismatch",
     ),
@@ -226,10 +222,6 @@ const KNOWN_FAILURES_OURS: &[(&str, &str)] = &[
         "needs core exceptions (`wasm_exceptions`)",
     ),
     ("wasmtime-misc/nested.wast", "imported core modules"),
-    (
-        "wasmtime-misc/resources.wast",
-        "host resources (`ResourceType`, `Resource<T>`, typed `func_wrap`)",
-    ),
     (
         "wasmtime-misc/tags.wast",
         "needs core exceptions (`wasm_exceptions`)",

@@ -31,23 +31,22 @@
 /// engine crate `$w` (`upstream_wasmtime` or `wasmtime`). The expansion
 /// provides `config`, the engine configuration for a file, and `run_file`,
 /// which runs one file's directives.
-/// Expands its body only for an engine whose component model has host
-/// resources and component reflection (`with_host_resources`); ours does
-/// not have them yet (see docs/architecture.md, "The component model"),
-/// and files that need them fail on it, saying what is missing.
-macro_rules! if_host_resources {
-    (with_host_resources, $($body:tt)*) => { $($body)* };
-    (without_host_resources, $($body:tt)*) => {};
+/// Expands its body only for an engine whose component model has
+/// component reflection (`with_reflection`: `Component::component_type`,
+/// `Instance::get_module`, `Instance::get_resource`); ours does not have it
+/// yet (see docs/architecture.md, "The component model"), and files that
+/// need it fail on ours, saying what is missing.
+macro_rules! if_reflection {
+    (with_reflection, $($body:tt)*) => { $($body)* };
+    (without_reflection, $($body:tt)*) => {};
 }
 
 macro_rules! component_runner {
-    ($w:ident, $resources:ident) => {
+    ($w:ident, $reflection:ident) => {
         use crate::common::{self, Binary, CoreFeature, CoreValue, FileResult, Value};
         use std::collections::HashMap;
-        if_host_resources!($resources,
             use std::sync::Arc;
             use std::sync::atomic::{AtomicU32, Ordering};
-        );
         use wast::component::WastVal;
         use wast::core::{AbstractHeapType, HeapType, WastArgCore};
         use wast::token::Id;
@@ -333,7 +332,7 @@ macro_rules! component_runner {
                 store: &mut $w::Store<()>,
                 instance: &cm::Instance,
             ) -> $w::Result<()> {
-                if_host_resources!($resources,
+                if_reflection!($reflection,
                 let ty = component.component_type();
                 let mut linker = self.component_linker.instance(name)?;
                 for (export, item) in ty.exports(&self.engine) {
@@ -753,7 +752,6 @@ macro_rules! component_runner {
             Ok(())
         }
 
-        if_host_resources!($resources,
         /// The host resource `resource1` (and `resource1-again`, the same
         /// type under a second name).
         struct Resource1;
@@ -767,7 +765,6 @@ macro_rules! component_runner {
             count: AtomicU32,
             last_rep: AtomicU32,
         }
-        );
 
         /// Writes the single result of a host function.
         fn set_result(results: &mut [cm::Val], v: cm::Val) -> $w::Result<()> {
@@ -783,7 +780,6 @@ macro_rules! component_runner {
             }
         }
 
-        if_host_resources!($resources,
         /// Fails a host function whose guest broke a rule the test checks;
         /// the error reaches the directive as a trap.
         fn host_check(ok: bool, what: &str) -> $w::Result<()> {
@@ -793,7 +789,6 @@ macro_rules! component_runner {
                 Err($w::Error::msg(format!("host check failed: {what}")))
             }
         }
-        );
 
         /// The imports that the test files expect the host to provide.
         fn define_host(linker: &mut cm::Linker<()>, engine: &$w::Engine) -> $w::Result<()> {
@@ -818,7 +813,6 @@ macro_rules! component_runner {
                 common::parse_text(common::SIMPLE_MODULE.as_bytes()).map_err($w::Error::msg)?;
             host.module("simple-module", &$w::Module::new(engine, &simple)?)?;
 
-            if_host_resources!($resources,
             let drops = Arc::new(Drops::default());
             host.resource("resource1", cm::ResourceType::host::<Resource1>(), {
                 let drops = drops.clone();
@@ -889,7 +883,6 @@ macro_rules! component_runner {
                     host_check(b.owned(), "the argument is owned")
                 },
             )?;
-            );
             Ok(())
         }
     };

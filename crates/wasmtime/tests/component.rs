@@ -274,3 +274,65 @@ fn lists_and_options_through_memory() -> wasmtime::Result<()> {
     assert_eq!(out[0], Val::Option(Some(Box::new(Val::U32(5)))));
     Ok(())
 }
+
+/// A component that hands out handles of a resource it defines.
+const HANDLES: &str = r#"
+(component
+  (core module $m
+    (global $dropped (export "dropped") (mut i32) (i32.const 0))
+    (func (export "dtor") (param i32) (global.set $dropped (local.get 0))))
+  (core instance $m (instantiate $m))
+  (type $r (resource (rep i32) (dtor (func $m "dtor"))))
+  (export $r-export "r" (type $r))
+  (core func $new (canon resource.new $r))
+  (core module $main
+    (import "" "new" (func $new (param i32) (result i32)))
+    (import "" "dropped" (global $dropped (mut i32)))
+    (func (export "make") (param i32) (result i32) (call $new (local.get 0)))
+    ;; a borrow of the component's own resource arrives as its rep
+    (func (export "read") (param i32) (result i32) (local.get 0))
+    (func (export "dropped") (result i32) (global.get $dropped)))
+  (core instance $main (instantiate $main (with "" (instance
+    (export "new" (func $new)) (export "dropped" (global $m "dropped"))))))
+  (func (export "make") (param "x" u32) (result (own $r-export))
+    (canon lift (core func $main "make")))
+  (func (export "read") (param "h" (borrow $r-export)) (result u32)
+    (canon lift (core func $main "read")))
+  (func (export "dropped") (result u32) (canon lift (core func $main "dropped")))
+)
+"#;
+
+#[test]
+fn guest_resource_handles_held_by_the_host() -> wasmtime::Result<()> {
+    use wasmtime::component::ResourceAny;
+    let engine = engine();
+    let component = Component::new(&engine, HANDLES)?;
+    let mut store = Store::new(&engine, ());
+    let instance = Linker::<()>::new(&engine).instantiate(&mut store, &component)?;
+    let make = instance.get_typed_func::<(u32,), (ResourceAny,)>(&mut store, "make")?;
+    let read = instance.get_typed_func::<(ResourceAny,), (u32,)>(&mut store, "read")?;
+    let dropped = instance.get_typed_func::<(), (u32,)>(&mut store, "dropped")?;
+
+    let (handle,) = make.call(&mut store, (41,))?;
+    assert!(handle.owned());
+    assert_eq!(read.call(&mut store, (handle.clone(),))?, (41,));
+    assert_eq!(dropped.call(&mut store, ())?, (0,));
+    let copy = handle.clone();
+    handle.resource_drop(&mut store)?;
+    assert_eq!(
+        dropped.call(&mut store, ())?,
+        (41,),
+        "the guest's destructor ran"
+    );
+    let err = copy.clone().resource_drop(&mut store).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("unknown handle index"),
+        "{err:#}"
+    );
+    let err = read.call(&mut store, (copy,)).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("unknown handle index"),
+        "{err:#}"
+    );
+    Ok(())
+}

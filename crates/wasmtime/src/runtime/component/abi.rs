@@ -1544,30 +1544,22 @@ mod tests {
             Ok(ptr)
         }
         fn lift_own(&mut self, table: usize, index: u32) -> Result<ResourceAny> {
-            Ok(ResourceAny {
-                table,
-                index,
-                owned: true,
-            })
+            Ok(ResourceAny::for_tests(table, index, true))
         }
         fn lift_borrow(&mut self, table: usize, index: u32) -> Result<ResourceAny> {
-            Ok(ResourceAny {
-                table,
-                index,
-                owned: false,
-            })
+            Ok(ResourceAny::for_tests(table, index, false))
         }
         fn lower_own(&mut self, table: usize, r: &ResourceAny) -> Result<u32> {
-            if r.table != table || !r.owned {
+            if r.ty != ResourceAny::for_tests(table, 0, true).ty || !r.owned {
                 bail!("resource of the wrong type");
             }
-            Ok(r.index)
+            Ok(r.rep)
         }
         fn lower_borrow(&mut self, table: usize, r: &ResourceAny) -> Result<u32> {
-            if r.table != table {
+            if r.ty != ResourceAny::for_tests(table, 0, true).ty {
                 bail!("resource of the wrong type");
             }
-            Ok(r.index)
+            Ok(r.rep)
         }
     }
 
@@ -2186,16 +2178,8 @@ mod tests {
 
     #[test]
     fn roundtrip_resources() {
-        let own = Val::Resource(ResourceAny {
-            table: 2,
-            index: 7,
-            owned: true,
-        });
-        let borrow = Val::Resource(ResourceAny {
-            table: 1,
-            index: 3,
-            owned: false,
-        });
+        let own = Val::Resource(ResourceAny::for_tests(2, 7, true));
+        let borrow = Val::Resource(ResourceAny::for_tests(1, 3, false));
         roundtrip(&T::Own(2), &own);
         roundtrip(&T::Borrow(1), &borrow);
         roundtrip(&list(T::Own(2)), &Val::List(vec![own.clone(), own.clone()]));

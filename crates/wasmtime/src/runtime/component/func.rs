@@ -83,27 +83,47 @@ impl Func {
                 results.len()
             );
         }
+        let param_tys: Vec<_> = func.ty.params.iter().map(|(_, t)| t.clone()).collect();
+        data.resources().enter_call();
+        let result = self.call_in_scope(&mut store, &func, &data, &param_tys, params, results);
+        match &result {
+            Ok(()) => data.resources().exit_call()?,
+            Err(_) => data.resources().abandon_call(),
+        }
+        result
+    }
+
+    /// The call itself, inside the borrow scope that [`Func::call`] opens:
+    /// borrows passed to the callee must be dropped before it returns.
+    fn call_in_scope<T: 'static>(
+        &self,
+        store: &mut crate::StoreContextMut<'_, T>,
+        func: &LiftedFunc,
+        data: &std::sync::Arc<super::instance::InstanceData>,
+        param_tys: &[super::types::InterfaceType],
+        params: &[Val],
+        results: &mut [Val],
+    ) -> Result<()> {
+        let mut store = store.as_context_mut();
         let opts = &data.component.inner.info.options[func.options];
         let flags = data.flags[opts.instance];
-        let param_tys: Vec<_> = func.ty.params.iter().map(|(_, t)| t.clone()).collect();
-
         // The callee may not call out while the host writes its arguments
         // (its realloc runs then) or while its post-return runs.
         flags.set(&mut store, crate::Val::I32(0))?;
         let core_args = {
-            let mut cx = StoreCx::new(store.as_context_mut(), &data, func.options)?;
-            abi::lower_export_args(&mut cx, &param_tys, params)
+            let mut cx = StoreCx::new(store.as_context_mut(), data, func.options)?;
+            abi::lower_export_args(&mut cx, param_tys, params)
         };
         flags.set(&mut store, crate::Val::I32(1))?;
         let core_args = core_args?;
 
         let core_ty = func.core.ty(&store);
-        check_core_signature(&func, &param_tys, &core_ty)?;
+        check_core_signature(func, param_tys, &core_ty)?;
         let mut core_results: Vec<crate::Val> = core_ty.results().map(|t| zero(&t)).collect();
         func.core.call(&mut store, &core_args, &mut core_results)?;
 
         let lifted = {
-            let mut cx = StoreCx::new(store.as_context_mut(), &data, func.options)?;
+            let mut cx = StoreCx::new(store.as_context_mut(), data, func.options)?;
             abi::lift_export_results(&mut cx, &func.ty.results, &core_results)?
         };
         for (slot, val) in results.iter_mut().zip(lifted) {

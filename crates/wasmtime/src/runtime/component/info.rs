@@ -50,6 +50,8 @@ pub(crate) struct ComponentInfo {
     /// How many resources the component imports; defined resources follow
     /// them in the resource index space.
     pub num_imported_resources: usize,
+    /// For each imported resource, the runtime import that names it.
+    pub imported_resources: Vec<usize>,
     /// For each defined resource, the component instance that defines it.
     pub defined_resource_instances: Vec<usize>,
 }

@@ -23,7 +23,7 @@ use super::info::{
     TrampolineKind,
 };
 use super::linker::Definition;
-use super::resources::{ResourceAny, ResourceState};
+use super::resources::{ResourceAny, ResourceKind, ResourceState, ResourceType, drop_host_rep};
 use super::transcode;
 use super::types::ComponentFunc;
 use super::values::Val;
@@ -32,6 +32,8 @@ use crate::{
     AsContextMut, Caller, Extern, Global, GlobalType, Memory, Mutability, StoreContextMut, ValType,
 };
 use anyhow::{Result, anyhow, bail};
+use std::any::Any;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The value of a component instance's flags global that lets its code
@@ -64,10 +66,15 @@ pub struct InstanceData {
     /// The destructor of each resource the component defines, by defined
     /// resource index (set when its initializer runs).
     pub(crate) dtors: Vec<OnceLock<Option<crate::Func>>>,
+    /// The type of every resource, by resource index: the host's types of
+    /// the imported ones, new types for the defined ones.
+    pub(crate) resource_types: Vec<ResourceType>,
+    /// The host destructor (a `HostDtor<T>`) of each imported resource.
+    pub(crate) imported_dtors: Vec<Arc<dyn Any + Send + Sync>>,
 }
 
 impl InstanceData {
-    fn resources(&self) -> std::sync::MutexGuard<'_, ResourceState> {
+    pub(crate) fn resources(&self) -> std::sync::MutexGuard<'_, ResourceState> {
         self.resources.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -91,9 +98,10 @@ impl InstanceData {
             == Some(&instance)
     }
 
-    /// Runs the destructor of `resource` (if the component defines one)
-    /// on `rep`.
-    fn destroy<T>(
+    /// Runs the destructor of `resource` on `rep`: the host's for an
+    /// imported resource, the component's (if it has one) for a defined
+    /// one.
+    pub(crate) fn run_destructor<T: 'static>(
         &self,
         store: &mut StoreContextMut<'_, T>,
         resource: usize,
@@ -101,12 +109,17 @@ impl InstanceData {
     ) -> Result<()> {
         let info = &self.component.inner.info;
         let Some(defined) = resource.checked_sub(info.num_imported_resources) else {
-            bail!("resources imported from the host are not supported yet by this runtime");
+            return drop_host_rep(store, self.imported_dtors.get(resource).map(|d| &**d), rep);
         };
         if let Some(Some(dtor)) = self.dtors.get(defined).and_then(|d| d.get()) {
             dtor.call(&mut *store, &[crate::Val::I32(rep as i32)], &mut [])?;
         }
         Ok(())
+    }
+
+    /// The resource index of `ty` in this component, if it has it.
+    fn resource_index(&self, ty: ResourceType) -> Option<usize> {
+        self.resource_types.iter().position(|t| *t == ty)
     }
 }
 
@@ -171,6 +184,23 @@ impl<T: 'static> InstancePre<T> {
                 )
             })
             .collect::<Result<Vec<_>>>()?;
+        let store_index = u32::try_from(store.0.opaque.component_instances.len())?;
+        let mut resource_types =
+            Vec::with_capacity(info.num_imported_resources + info.defined_resource_instances.len());
+        let mut imported_dtors: Vec<Arc<dyn Any + Send + Sync>> = Vec::new();
+        for import in &info.imported_resources {
+            let Definition::Resource(ty, dtor) = &self.imports[*import] else {
+                bail!("an imported resource is not defined as a resource");
+            };
+            resource_types.push(*ty);
+            imported_dtors.push(dtor.clone());
+        }
+        for d in 0..info.defined_resource_instances.len() {
+            resource_types.push(ResourceType(ResourceKind::Guest {
+                instance: store_index,
+                resource: info.num_imported_resources + d,
+            }));
+        }
         let data = Arc::new(InstanceData {
             component: self.component.clone(),
             flags,
@@ -185,6 +215,8 @@ impl<T: 'static> InstancePre<T> {
             dtors: (0..info.defined_resource_instances.len())
                 .map(|_| OnceLock::new())
                 .collect(),
+            resource_types,
+            imported_dtors,
         });
         let mut cx = Instantiation {
             data: &data,
@@ -202,6 +234,10 @@ impl<T: 'static> InstancePre<T> {
             .unwrap_or_else(|_| unreachable!("set once, here"));
         let opaque = &mut store.0.opaque;
         let index = u32::try_from(opaque.component_instances.len())?;
+        debug_assert_eq!(
+            index, store_index,
+            "nothing else adds component instances meanwhile"
+        );
         let id = opaque.id();
         opaque.component_instances.push(data);
         Ok(Instance { store: id, index })
@@ -351,7 +387,7 @@ impl<T: 'static> Instantiation<'_, T> {
                             data.resources()
                                 .drop_handle(instance, resource, arg(args, 0)?)?;
                         match dropped {
-                            Some(rep) => data.destroy(&mut caller.store, resource, rep),
+                            Some(rep) => data.run_destructor(&mut caller.store, resource, rep),
                             None => Ok(()),
                         }
                     },
@@ -512,17 +548,34 @@ fn call_host<T>(
         bail!("cannot leave component instance");
     }
     let params: Vec<_> = ty.params.iter().map(|(_, t)| t.clone()).collect();
-    let vals = {
+    let (vals, lent, loans) = {
         let mut cx = StoreCx::new(caller.store.as_context_mut(), data, options)?;
-        abi::lift_import_args(&mut cx, &params, args)?
+        let lifted = abi::lift_import_args(&mut cx, &params, args);
+        let (lent, loans) = (
+            std::mem::take(&mut cx.lent),
+            std::mem::take(&mut cx.host_loans),
+        );
+        match lifted {
+            Ok(vals) => (vals, lent, loans),
+            Err(e) => {
+                end_host_loans(data, &loans);
+                return Err(e);
+            }
+        }
     };
     let mut out = vec![Val::Bool(false); ty.results.len()];
-    host(
+    let called = host(
         caller.store.as_context_mut(),
         ComponentFunc { ty: ty.clone() },
         &vals,
         &mut out,
-    )?;
+    );
+    // Borrows lent to the host end with the call.
+    for alive in lent {
+        alive.store(false, std::sync::atomic::Ordering::Release);
+    }
+    end_host_loans(data, &loans);
+    called?;
     // While the results are written into the caller (its realloc may run),
     // it must not call out again.
     flags.set(&mut caller.store, crate::Val::I32(0))?;
@@ -534,10 +587,22 @@ fn call_host<T>(
     lowered
 }
 
+fn end_host_loans(data: &InstanceData, loans: &[(usize, u32)]) {
+    let mut resources = data.resources();
+    for (instance, index) in loans {
+        resources.end_host_loan(*instance, *index);
+    }
+}
+
 /// The canonical ABI's view of one side of a call: the store, and the
 /// memory and realloc the call's options name.
 pub(crate) struct StoreCx<'a, T: 'static> {
     pub store: StoreContextMut<'a, T>,
+    data: &'a InstanceData,
+    /// The liveness of the borrows lifted for the host in this call.
+    lent: Vec<Arc<AtomicBool>>,
+    /// The owned handles those borrows hold a loan on: (instance, index).
+    host_loans: Vec<(usize, u32)>,
     memory: Option<Memory>,
     realloc: Option<crate::Func>,
     encoding: StringEncoding,
@@ -546,7 +611,7 @@ pub(crate) struct StoreCx<'a, T: 'static> {
 impl<'a, T: 'static> StoreCx<'a, T> {
     pub(crate) fn new(
         store: StoreContextMut<'a, T>,
-        data: &InstanceData,
+        data: &'a InstanceData,
         options: usize,
     ) -> Result<StoreCx<'a, T>> {
         let opts = &data.component.inner.info.options[options];
@@ -566,6 +631,9 @@ impl<'a, T: 'static> StoreCx<'a, T> {
             };
         Ok(StoreCx {
             store,
+            data,
+            lent: Vec::new(),
+            host_loans: Vec::new(),
             memory,
             realloc,
             encoding: opts.string_encoding,
@@ -598,20 +666,53 @@ impl<T: 'static> AbiCx for StoreCx<'_, T> {
             .ok_or_else(|| anyhow!("realloc returned a value that is not an i32"))
     }
 
-    fn lift_own(&mut self, _table: usize, _index: u32) -> Result<ResourceAny> {
-        bail!("resources are not supported yet by this runtime")
+    fn lift_own(&mut self, table: usize, index: u32) -> Result<ResourceAny> {
+        let t = self.data.table(table)?;
+        let rep = self
+            .data
+            .resources()
+            .take_own(t.instance, t.resource, index)?;
+        let mut any = ResourceAny::new(self.data.resource_types[t.resource], rep, true);
+        any.dtor = self.data.imported_dtors.get(t.resource).cloned();
+        Ok(any)
     }
 
-    fn lift_borrow(&mut self, _table: usize, _index: u32) -> Result<ResourceAny> {
-        bail!("resources are not supported yet by this runtime")
+    fn lift_borrow(&mut self, table: usize, index: u32) -> Result<ResourceAny> {
+        let t = self.data.table(table)?;
+        let (rep, loaned) = self
+            .data
+            .resources()
+            .lend_to_host(t.instance, t.resource, index)?;
+        if loaned {
+            self.host_loans.push((t.instance, index));
+        }
+        let any = ResourceAny::new(self.data.resource_types[t.resource], rep, false);
+        self.lent.push(any.alive.clone());
+        Ok(any)
     }
 
-    fn lower_own(&mut self, _table: usize, _r: &ResourceAny) -> Result<u32> {
-        bail!("resources are not supported yet by this runtime")
+    fn lower_own(&mut self, table: usize, r: &ResourceAny) -> Result<u32> {
+        let t = self.data.table(table)?;
+        if !r.owned {
+            bail!("type mismatch: expected an owned resource, found a borrowed one");
+        }
+        if self.data.resource_index(r.ty) != Some(t.resource) {
+            bail!("mismatched resource types");
+        }
+        r.consume()?;
+        self.data.resources().new_own(t.instance, t.resource, r.rep)
     }
 
-    fn lower_borrow(&mut self, _table: usize, _r: &ResourceAny) -> Result<u32> {
-        bail!("resources are not supported yet by this runtime")
+    fn lower_borrow(&mut self, table: usize, r: &ResourceAny) -> Result<u32> {
+        let t = self.data.table(table)?;
+        if self.data.resource_index(r.ty) != Some(t.resource) {
+            bail!("mismatched resource types");
+        }
+        r.check_alive()?;
+        if self.data.defines(t.instance, t.resource) {
+            return Ok(r.rep);
+        }
+        self.data.resources().lend(t.instance, t.resource, r.rep)
     }
 }
 

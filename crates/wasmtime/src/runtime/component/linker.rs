@@ -1,14 +1,16 @@
 //! [`Linker`]: host definitions for a component's imports, by name.
 
 use super::compiled::Component;
-use super::info::ExternTy;
+use super::info::{ComponentInfo, ExternTy};
 use super::instance::{Instance, InstancePre};
+use super::resources::{HostDtor, ResourceType};
 use super::typed::{ComponentNamedList, Lift, Lower, TypeCheck, host_check, list_values};
 use super::types::ComponentFunc;
 use super::values::Val;
 use crate::{AsContextMut, Engine, Module, StoreContextMut};
 use anyhow::{Result, anyhow, bail};
-use std::collections::BTreeMap;
+use std::any::Any;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// A host function as the linker holds it: called with the arguments lifted
@@ -23,6 +25,8 @@ pub(crate) enum Definition<T: 'static> {
     Func(Arc<HostFn<T>>, Option<TypeCheck>),
     Instance(Namespace<T>),
     Module(Module),
+    /// A host resource type with its destructor (a `HostDtor<T>`).
+    Resource(ResourceType, Arc<dyn Any + Send + Sync>),
 }
 
 impl<T> Clone for Definition<T> {
@@ -31,6 +35,7 @@ impl<T> Clone for Definition<T> {
             Definition::Func(f, check) => Definition::Func(f.clone(), check.clone()),
             Definition::Instance(i) => Definition::Instance(i.clone()),
             Definition::Module(m) => Definition::Module(m.clone()),
+            Definition::Resource(ty, dtor) => Definition::Resource(*ty, dtor.clone()),
         }
     }
 }
@@ -42,6 +47,7 @@ impl<T> Definition<T> {
             Definition::Func(..) => "func",
             Definition::Instance(_) => "instance",
             Definition::Module(_) => "module",
+            Definition::Resource(..) => "resource",
         }
     }
 
@@ -50,6 +56,7 @@ impl<T> Definition<T> {
             Definition::Func(..) => "function",
             Definition::Instance(_) => "instance",
             Definition::Module(_) => "module",
+            Definition::Resource(..) => "resource",
         }
     }
 }
@@ -144,9 +151,16 @@ impl<T: 'static> Linker<T> {
             bail!("cross-`Engine` instantiation is not currently supported");
         }
         let info = &component.inner.info;
+        let mut cx = Typecheck {
+            info,
+            resources: HashMap::new(),
+        };
         for (name, ty) in &info.import_types {
-            let def = lookup(&self.root, name).ok_or_else(|| missing(name, ty))?;
-            typecheck(name, ty, def)?;
+            match lookup(&self.root, name) {
+                Some(def) => cx.check(name, ty, def)?,
+                None if cx.already_supplied(ty) => {}
+                None => return Err(missing(name, ty)),
+            }
         }
         let mut imports = Vec::with_capacity(info.imports.len());
         for import in &info.imports {
@@ -254,6 +268,24 @@ impl<'a, T: 'static> LinkerInstance<'a, T> {
             name,
             Definition::Func(Arc::new(host), Some(host_check::<Params, Return>())),
         )
+    }
+
+    /// Defines `name` as the host resource type `ty`, whose destructor
+    /// `dtor` runs (with the resource's representation) when a component
+    /// drops an owned handle of it or the host drops one with
+    /// [`ResourceAny::resource_drop`](super::ResourceAny::resource_drop).
+    ///
+    /// # Errors
+    ///
+    /// Fails if `name` is already defined and shadowing is not allowed.
+    pub fn resource(
+        &mut self,
+        name: &str,
+        ty: ResourceType,
+        dtor: impl Fn(StoreContextMut<'_, T>, u32) -> Result<()> + Send + Sync + 'static,
+    ) -> Result<()> {
+        let dtor: HostDtor<T> = Arc::new(dtor);
+        self.insert(name, Definition::Resource(ty, Arc::new(dtor)))
     }
 
     /// Defines `name` as a core module, for components that import one.
@@ -378,62 +410,98 @@ fn missing(name: &str, ty: &ExternTy) -> anyhow::Error {
     )
 }
 
-/// Checks that `def` can stand for an import of type `ty`.
-fn typecheck<T>(name: &str, ty: &ExternTy, def: &Definition<T>) -> Result<()> {
-    match (ty, def) {
-        (ExternTy::Func(ty), Definition::Func(_, check)) => match check {
-            Some(check) => {
-                check(ty).map_err(|e| e.context(format!("function `{name}` has the wrong type")))
-            }
-            None => Ok(()),
-        },
-        (ExternTy::Instance(exports), Definition::Instance(ns)) => {
-            for (export, ty) in exports.iter() {
-                let path = format!("{name}/{export}");
-                // Types exported by an imported instance need no host
-                // definition unless they are resources, which are not
-                // supported yet.
-                if let ExternTy::Type(_) = ty {
-                    continue;
-                }
-                let def = lookup(ns, export).ok_or_else(|| missing(&path, ty))?;
-                typecheck(&path, ty, def)?;
-            }
-            Ok(())
+/// The state of checking a component's imports against definitions: the
+/// host type each imported resource was given so far, since the component
+/// may say that two of its imported types are the same (`(eq $r)`).
+struct Typecheck<'a> {
+    info: &'a ComponentInfo,
+    resources: HashMap<usize, ResourceType>,
+}
+
+impl Typecheck<'_> {
+    /// The resource behind resource type import `ty`, if it is one.
+    fn resource(&self, ty: &ExternTy) -> Option<usize> {
+        match ty {
+            ExternTy::Resource(table) => self.info.resource_tables.get(table).map(|t| t.resource),
+            _ => None,
         }
-        (ExternTy::Module { imports, exports }, Definition::Module(m)) => {
-            for (module, field) in imports.iter() {
-                if !m
-                    .imports()
-                    .any(|i| i.module() == module && i.name() == field)
-                {
-                    bail!("module `{name}` does not import `{module}`::`{field}` as its type says");
-                }
-            }
-            for export in exports.iter() {
-                if m.get_export(export).is_none() {
-                    bail!("module `{name}` has no export named `{export}`");
-                }
-            }
-            Ok(())
-        }
-        (ExternTy::Type(_), _) => Ok(()),
-        (ExternTy::Resource(_), _) => {
-            bail!("import `{name}` is a resource type; host resources are not supported yet")
-        }
-        // Upstream's wording ("expected instance found func"), which
-        // tools and tests match on.
-        (ty, def) => Err(anyhow!(
-            "import `{name}` has the wrong kind: expected {} found {}",
-            match ty {
-                ExternTy::Func(_) => "func",
-                ExternTy::Instance(_) => "instance",
-                ExternTy::Module { .. } => "module",
-                ExternTy::Component => "component",
-                ExternTy::CoreFunc => "core func",
-                ExternTy::Type(_) | ExternTy::Resource(_) => "type",
+    }
+
+    /// Whether `ty` is a resource type that an earlier import already gave,
+    /// so that no definition of its own is needed.
+    fn already_supplied(&self, ty: &ExternTy) -> bool {
+        self.resource(ty)
+            .is_some_and(|r| self.resources.contains_key(&r))
+    }
+
+    /// Checks that `def` can stand for an import of type `ty`.
+    fn check<T>(&mut self, name: &str, ty: &ExternTy, def: &Definition<T>) -> Result<()> {
+        match (ty, def) {
+            (ExternTy::Func(ty), Definition::Func(_, check)) => match check {
+                Some(check) => check(ty)
+                    .map_err(|e| e.context(format!("function `{name}` has the wrong type"))),
+                None => Ok(()),
             },
-            def.kind()
-        )),
+            (ExternTy::Instance(exports), Definition::Instance(ns)) => {
+                for (export, ty) in exports.iter() {
+                    let path = format!("{name}/{export}");
+                    // Types exported by an imported instance need no host
+                    // definition unless they are resources, which are not
+                    // supported yet.
+                    if let ExternTy::Type(_) = ty {
+                        continue;
+                    }
+                    match lookup(ns, export) {
+                        Some(def) => self.check(&path, ty, def)?,
+                        None if self.already_supplied(ty) => {}
+                        None => return Err(missing(&path, ty)),
+                    }
+                }
+                Ok(())
+            }
+            (ExternTy::Module { imports, exports }, Definition::Module(m)) => {
+                for (module, field) in imports.iter() {
+                    if !m
+                        .imports()
+                        .any(|i| i.module() == module && i.name() == field)
+                    {
+                        bail!(
+                            "module `{name}` does not import `{module}`::`{field}` as its type says"
+                        );
+                    }
+                }
+                for export in exports.iter() {
+                    if m.get_export(export).is_none() {
+                        bail!("module `{name}` has no export named `{export}`");
+                    }
+                }
+                Ok(())
+            }
+            (ExternTy::Type(_), _) => Ok(()),
+            (ExternTy::Resource(_), Definition::Resource(given, _)) => {
+                if let Some(resource) = self.resource(ty)
+                    && let Some(earlier) = self.resources.insert(resource, *given)
+                    && earlier != *given
+                {
+                    bail!("mismatched resource types for `{name}`");
+                }
+                Ok(())
+            }
+            // Upstream's wording ("expected instance found func"), which
+            // tools and tests match on.
+            (ty, def) => Err(anyhow!(
+                "import `{name}` has the wrong kind: expected {} found {}",
+                match ty {
+                    ExternTy::Func(_) => "func",
+                    ExternTy::Instance(_) => "instance",
+                    ExternTy::Module { .. } => "module",
+                    ExternTy::Component => "component",
+                    ExternTy::CoreFunc => "core func",
+                    ExternTy::Type(_) => "type",
+                    ExternTy::Resource(_) => "resource",
+                },
+                def.kind()
+            )),
+        }
     }
 }

@@ -9,11 +9,10 @@
 //! component model".
 //!
 //! Unfinished (this is the first part of the work): typed calls go
-//! through [`Val`] (no derive for records, variants, enums and flags yet),
-//! resources (`Resource<T>`, `ResourceAny` handles, handle
-//! tables), string transcoding between two components' memories, async
-//! variants, `InstancePre` reuse across stores is there but not pooling or
-//! reset of component instances.
+//! through [`Val`] (no derive for records, variants, enums and flags yet);
+//! no reflection of component types (`types` has only [`types::ComponentFunc`]
+//! and an opaque [`types::Type`]); imported core modules; async variants;
+//! pooling and reset of component instances.
 
 mod abi;
 mod compiled;
@@ -33,6 +32,6 @@ pub use func::Func;
 pub(crate) use instance::InstanceData;
 pub use instance::{Instance, InstanceExportLookup, InstancePre};
 pub use linker::{Linker, LinkerInstance};
-pub use resources::ResourceAny;
+pub use resources::{Resource, ResourceAny, ResourceType};
 pub use typed::{ComponentNamedList, ComponentType, Lift, Lower, TypedFunc};
 pub use values::Val;

@@ -13,21 +13,292 @@
 //! moved, and a call must drop every borrow it was given before it
 //! returns; the loans end when the call does.
 //!
-//! Unfinished: handles do not cross the host boundary yet. Passing a
-//! resource to or from the host (a [`ResourceAny`] in a [`Val`](super::Val))
-//! is an error, and so is importing a resource type from the host.
+//! Across the host boundary a handle becomes a [`ResourceAny`] (or a typed
+//! [`Resource<T>`] for a host resource type): a value that carries the
+//! resource's type, its representation and whether it is owned, plus a
+//! liveness flag that all its clones share, so that a handle passed back
+//! into a component or dropped cannot be used a second time, and a borrow
+//! lent to the host for one call cannot be used after it.
 
+use super::typed::{ComponentType, Lift, Lower};
+use super::types::{InterfaceType, Type};
+use super::values::Val;
+use crate::{AsContextMut, StoreContextMut};
 use anyhow::{Result, bail};
+use std::any::{Any, TypeId};
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-/// A handle to a resource of any type, owned or borrowed.
+/// The type of a resource: a host type (`ResourceType::host::<T>()`), or a
+/// resource that one component instance defines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ResourceType(pub(crate) ResourceKind);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum ResourceKind {
+    Host(TypeId),
+    /// Defined resource `resource` of the component instance at `instance`
+    /// in the store's list; every instantiation makes new types.
+    Guest {
+        instance: u32,
+        resource: usize,
+    },
+}
+
+impl ResourceType {
+    /// The resource type that the Rust type `T` stands for. Two host
+    /// resource types are the same exactly when their `T` is.
+    pub fn host<T: 'static>() -> ResourceType {
+        ResourceType(ResourceKind::Host(TypeId::of::<T>()))
+    }
+}
+
+/// A host resource's destructor, as
+/// [`LinkerInstance::resource`](super::LinkerInstance::resource) defines it.
+pub(crate) type HostDtor<T> = Arc<dyn Fn(StoreContextMut<'_, T>, u32) -> Result<()> + Send + Sync>;
+
+/// A handle to a resource of any type, owned or borrowed, outside any
+/// component: received from a component, or made from a [`Resource<T>`].
 ///
-/// Unfinished: no call produces one yet (see the module docs); the type
-/// is here so that [`Val`](super::Val) has its final shape.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Clones share one liveness: once the handle is passed as an owned
+/// argument, dropped with [`ResourceAny::resource_drop`], or (for a
+/// borrow) outlives the call that lent it, every clone is dead and using
+/// one is an error.
+#[derive(Clone)]
 pub struct ResourceAny {
-    pub(crate) table: usize,
-    pub(crate) index: u32,
+    pub(crate) ty: ResourceType,
+    pub(crate) rep: u32,
     pub(crate) owned: bool,
+    pub(crate) alive: Arc<AtomicBool>,
+    /// The host destructor (a `HostDtor<T>`) of a host resource that came
+    /// back from a component, so that dropping it here runs it.
+    pub(crate) dtor: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for ResourceAny {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResourceAny")
+            .field("ty", &self.ty)
+            .field("rep", &self.rep)
+            .field("owned", &self.owned)
+            .field("alive", &self.alive.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl PartialEq for ResourceAny {
+    fn eq(&self, other: &ResourceAny) -> bool {
+        Arc::ptr_eq(&self.alive, &other.alive)
+            || (self.ty == other.ty && self.rep == other.rep && self.owned == other.owned)
+    }
+}
+
+impl Eq for ResourceAny {}
+
+const USED_UP: &str = "unknown handle index: this resource handle was already passed on or dropped";
+
+impl ResourceAny {
+    pub(crate) fn new(ty: ResourceType, rep: u32, owned: bool) -> ResourceAny {
+        ResourceAny {
+            ty,
+            rep,
+            owned,
+            alive: Arc::new(AtomicBool::new(true)),
+            dtor: None,
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn for_tests(table: usize, rep: u32, owned: bool) -> ResourceAny {
+        ResourceAny::new(
+            ResourceType(ResourceKind::Guest {
+                instance: 0,
+                resource: table,
+            }),
+            rep,
+            owned,
+        )
+    }
+
+    /// The resource's type.
+    pub fn ty(&self) -> ResourceType {
+        self.ty
+    }
+
+    /// Whether this is an owned handle (`own`) rather than a borrow.
+    pub fn owned(&self) -> bool {
+        self.owned
+    }
+
+    /// Ends this handle for good (every clone); fails if it already ended.
+    pub(crate) fn consume(&self) -> Result<()> {
+        if !self.alive.swap(false, Ordering::AcqRel) {
+            bail!("{USED_UP}");
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_alive(&self) -> Result<()> {
+        if !self.alive.load(Ordering::Acquire) {
+            bail!("{USED_UP}");
+        }
+        Ok(())
+    }
+
+    /// Drops the handle: an owned one runs the resource's destructor (the
+    /// host's, or the defining component's); a borrow just ends.
+    ///
+    /// # Errors
+    ///
+    /// Fails if the handle was already passed on or dropped, or if the
+    /// destructor fails or traps.
+    ///
+    /// # Panics
+    ///
+    /// Panics if a component-defined resource's handle is dropped in
+    /// another store than the one of its component.
+    pub fn resource_drop(self, mut store: impl AsContextMut) -> Result<()> {
+        self.consume()?;
+        if !self.owned {
+            return Ok(());
+        }
+        let mut store = store.as_context_mut();
+        match self.ty.0 {
+            ResourceKind::Host(_) => drop_host_rep(&mut store, self.dtor.as_deref(), self.rep),
+            ResourceKind::Guest { instance, resource } => {
+                let data = store.0.opaque.component_instances[instance as usize].clone();
+                data.run_destructor(&mut store, resource, self.rep)
+            }
+        }
+    }
+}
+
+/// Runs a host destructor kept as `Any` on `rep`.
+pub(crate) fn drop_host_rep<T: 'static>(
+    store: &mut StoreContextMut<'_, T>,
+    dtor: Option<&(dyn Any + Send + Sync)>,
+    rep: u32,
+) -> Result<()> {
+    match dtor.map(|d| d.downcast_ref::<HostDtor<T>>()) {
+        Some(Some(dtor)) => dtor(store.as_context_mut(), rep),
+        Some(None) => bail!("a resource destructor of another store's data type"),
+        None => Ok(()),
+    }
+}
+
+/// A handle to a host resource of Rust type `T` (the type only names the
+/// resource; the handle holds the `u32` representation the host chose).
+pub struct Resource<T> {
+    rep: u32,
+    owned: bool,
+    _ty: PhantomData<fn() -> T>,
+}
+
+impl<T> std::fmt::Debug for Resource<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resource")
+            .field("rep", &self.rep)
+            .field("owned", &self.owned)
+            .finish()
+    }
+}
+
+impl<T: 'static> Resource<T> {
+    /// An owned handle to the host's resource `rep`.
+    pub fn new_own(rep: u32) -> Resource<T> {
+        Resource {
+            rep,
+            owned: true,
+            _ty: PhantomData,
+        }
+    }
+
+    /// A borrowed handle to the host's resource `rep`.
+    pub fn new_borrow(rep: u32) -> Resource<T> {
+        Resource {
+            rep,
+            owned: false,
+            _ty: PhantomData,
+        }
+    }
+
+    /// The representation the host chose for the resource.
+    pub fn rep(&self) -> u32 {
+        self.rep
+    }
+
+    /// Whether this is an owned handle.
+    pub fn owned(&self) -> bool {
+        self.owned
+    }
+}
+
+fn typecheck_handle(ty: &Type) -> Result<()> {
+    match ty.0 {
+        InterfaceType::Own(_) | InterfaceType::Borrow(_) => Ok(()),
+        _ => bail!("type mismatch: expected resource, found {}", ty.desc()),
+    }
+}
+
+impl<T: 'static> ComponentType for Resource<T> {
+    // Which resource a handle table holds is known only in an instance, so
+    // the resource itself is checked when a handle arrives (`from_val`).
+    fn typecheck(ty: &Type) -> Result<()> {
+        typecheck_handle(ty)
+    }
+}
+
+impl<T: 'static> Lift for Resource<T> {
+    fn from_val(val: Val) -> Result<Self> {
+        let Val::Resource(any) = val else {
+            bail!("type mismatch: expected resource, found {}", val.desc());
+        };
+        if any.ty != ResourceType::host::<T>() {
+            bail!("mismatched resource types");
+        }
+        if any.owned {
+            any.consume()?;
+        } else {
+            any.check_alive()?;
+        }
+        Ok(Resource {
+            rep: any.rep,
+            owned: any.owned,
+            _ty: PhantomData,
+        })
+    }
+}
+
+impl<T: 'static> Lower for Resource<T> {
+    fn to_val(&self) -> Result<Val> {
+        Ok(Val::Resource(ResourceAny::new(
+            ResourceType::host::<T>(),
+            self.rep,
+            self.owned,
+        )))
+    }
+}
+
+impl ComponentType for ResourceAny {
+    fn typecheck(ty: &Type) -> Result<()> {
+        typecheck_handle(ty)
+    }
+}
+
+impl Lift for ResourceAny {
+    fn from_val(val: Val) -> Result<Self> {
+        match val {
+            Val::Resource(any) => Ok(any),
+            other => bail!("type mismatch: expected resource, found {}", other.desc()),
+        }
+    }
+}
+
+impl Lower for ResourceAny {
+    fn to_val(&self) -> Result<Val> {
+        Ok(Val::Resource(self.clone()))
+    }
 }
 
 /// What one handle slot holds.
@@ -259,6 +530,91 @@ impl ResourceState {
             rep,
             scope,
         })
+    }
+
+    /// Takes an owned handle out of `instance`'s table, for the host.
+    pub(crate) fn take_own(&mut self, instance: usize, resource: usize, index: u32) -> Result<u32> {
+        let table = &mut self.tables[instance];
+        match table.get(index)? {
+            Slot::Own {
+                resource: r,
+                rep,
+                loans,
+            } => {
+                check_type(index, r, resource)?;
+                if loans != 0 {
+                    bail!("cannot remove owned resource while borrowed");
+                }
+                table.remove(index);
+                Ok(rep)
+            }
+            Slot::Borrow { .. } => bail!("handle index {index} is a borrow, not an owned handle"),
+            Slot::Free => unreachable!("get() refuses free slots"),
+        }
+    }
+
+    /// Lends a handle of `instance`'s table to the host for one call: its
+    /// representation, with a loan counted on an owned handle until
+    /// [`ResourceState::end_host_loan`].
+    pub(crate) fn lend_to_host(
+        &mut self,
+        instance: usize,
+        resource: usize,
+        index: u32,
+    ) -> Result<(u32, bool)> {
+        match self.tables[instance].get_mut(index)? {
+            Slot::Own {
+                resource: r,
+                rep,
+                loans,
+            } => {
+                check_type(index, *r, resource)?;
+                *loans += 1;
+                Ok((*rep, true))
+            }
+            Slot::Borrow {
+                resource: r, rep, ..
+            } => {
+                check_type(index, *r, resource)?;
+                Ok((*rep, false))
+            }
+            Slot::Free => unreachable!("get_mut() refuses free slots"),
+        }
+    }
+
+    /// Ends a loan that [`ResourceState::lend_to_host`] counted.
+    pub(crate) fn end_host_loan(&mut self, instance: usize, index: u32) {
+        if let Ok(Slot::Own { loans, .. }) = self.tables[instance].get_mut(index) {
+            *loans -= 1;
+        }
+    }
+
+    /// Lends `rep` to `instance` for the current call: a new borrowed
+    /// handle that the call must drop before it returns.
+    pub(crate) fn lend(&mut self, instance: usize, resource: usize, rep: u32) -> Result<u32> {
+        let scope = self
+            .scopes
+            .len()
+            .checked_sub(1)
+            .ok_or_else(|| anyhow::anyhow!("a borrow is passed outside of a call"))?;
+        self.scopes[scope].outstanding += 1;
+        self.tables[instance].insert(Slot::Borrow {
+            resource,
+            rep,
+            scope,
+        })
+    }
+
+    /// Ends the current call's scope after the call failed: nothing is
+    /// checked, the loans just end.
+    pub(crate) fn abandon_call(&mut self) {
+        if let Some(scope) = self.scopes.pop() {
+            for (instance, index) in scope.lenders {
+                if let Ok(Slot::Own { loans, .. }) = self.tables[instance].get_mut(index) {
+                    *loans -= 1;
+                }
+            }
+        }
     }
 
     /// A call between two components begins.

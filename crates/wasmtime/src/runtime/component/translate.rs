@@ -135,6 +135,11 @@ impl Converter<'_> {
             num_lowerings: c.num_lowerings as usize,
             resource_tables,
             num_imported_resources: c.imported_resources.len(),
+            imported_resources: c
+                .imported_resources
+                .values()
+                .map(|i| i.as_u32() as usize)
+                .collect(),
             defined_resource_instances: c
                 .defined_resource_instances
                 .values()
