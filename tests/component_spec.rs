@@ -43,12 +43,12 @@ use std::time::{Duration, Instant};
 
 /// Our runner over upstream Wasmtime 48.
 mod upstream {
-    component_runner!(upstream_wasmtime, with_reflection);
+    component_runner!(upstream_wasmtime);
 }
 
-/// Our runner over our engine, which has no component reflection yet.
+/// Our runner over our engine.
 mod ours {
-    component_runner!(wasmtime, without_reflection);
+    component_runner!(wasmtime);
 }
 
 /// Files that need a component-model proposal that upstream Wasmtime 48
@@ -206,29 +206,12 @@ const KNOWN_FAILURES_OURS: &[(&str, &str)] = &[
         "needs core GC (`wasm_gc`)",
     ),
     (
-        "wasmtime-misc/import.wast",
-        "registering component instances for later components (component reflection)",
-    ),
-    (
-        "wasmtime-misc/instance.wast",
-        "imported core modules; resource types across instances",
-    ),
-    (
-        "wasmtime-misc/linking.wast",
-        "registering component instances for later components (component reflection)",
-    ),
-    (
         "wasmtime-misc/modules.wast",
         "needs core exceptions (`wasm_exceptions`)",
     ),
-    ("wasmtime-misc/nested.wast", "imported core modules"),
     (
         "wasmtime-misc/tags.wast",
         "needs core exceptions (`wasm_exceptions`)",
-    ),
-    (
-        "wasmtime-misc/types.wast",
-        "registering component instances for later components (component reflection)",
     ),
 ];
 

@@ -31,22 +31,12 @@
 /// engine crate `$w` (`upstream_wasmtime` or `wasmtime`). The expansion
 /// provides `config`, the engine configuration for a file, and `run_file`,
 /// which runs one file's directives.
-/// Expands its body only for an engine whose component model has
-/// component reflection (`with_reflection`: `Component::component_type`,
-/// `Instance::get_module`, `Instance::get_resource`); ours does not have it
-/// yet (see docs/architecture.md, "The component model"), and files that
-/// need it fail on ours, saying what is missing.
-macro_rules! if_reflection {
-    (with_reflection, $($body:tt)*) => { $($body)* };
-    (without_reflection, $($body:tt)*) => {};
-}
-
 macro_rules! component_runner {
-    ($w:ident, $reflection:ident) => {
+    ($w:ident) => {
         use crate::common::{self, Binary, CoreFeature, CoreValue, FileResult, Value};
         use std::collections::HashMap;
-            use std::sync::Arc;
-            use std::sync::atomic::{AtomicU32, Ordering};
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicU32, Ordering};
         use wast::component::WastVal;
         use wast::core::{AbstractHeapType, HeapType, WastArgCore};
         use wast::token::Id;
@@ -332,7 +322,6 @@ macro_rules! component_runner {
                 store: &mut $w::Store<()>,
                 instance: &cm::Instance,
             ) -> $w::Result<()> {
-                if_reflection!($reflection,
                 let ty = component.component_type();
                 let mut linker = self.component_linker.instance(name)?;
                 for (export, item) in ty.exports(&self.engine) {
@@ -353,8 +342,6 @@ macro_rules! component_runner {
                         _ => {}
                     }
                 }
-                );
-                let _ = (name, component, &store, instance);
                 Ok(())
             }
 

@@ -3,6 +3,7 @@
 use super::abi::{self, FlatTy};
 use super::info::{ComponentInfo, ExportItem, TrampolineKind};
 use super::translate;
+use super::types;
 use crate::{Engine, FuncType, Module};
 use anyhow::{Context, Result, bail};
 use std::path::Path;
@@ -104,6 +105,34 @@ impl Component {
                 trampoline_types,
             }),
         })
+    }
+
+    /// The component's type: what it exports (see [`types::Component`]).
+    pub fn component_type(&self) -> types::Component {
+        let exports = self
+            .inner
+            .info
+            .exports
+            .iter()
+            .filter_map(|(name, item)| {
+                let item = match item {
+                    ExportItem::Func { ty, .. } => {
+                        types::ComponentItem::ComponentFunc(types::ComponentFunc { ty: ty.clone() })
+                    }
+                    ExportItem::Instance(_) => {
+                        types::ComponentItem::ComponentInstance(types::ComponentInstance(()))
+                    }
+                    ExportItem::Module(_) => types::ComponentItem::Module(types::Module(())),
+                    ExportItem::Resource(_) => {
+                        types::ComponentItem::Resource(types::ResourceTypeAtComponent(()))
+                    }
+                    // A value type export carries no structure here yet.
+                    ExportItem::Type => return None,
+                };
+                Some((name.clone(), item))
+            })
+            .collect();
+        types::Component { exports }
     }
 
     /// The engine this component was compiled for.

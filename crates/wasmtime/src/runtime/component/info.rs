@@ -96,6 +96,13 @@ pub(crate) enum Initializer {
     /// the module in its import order; the new core instance takes the next
     /// core instance index.
     Instantiate { module: usize, args: Vec<CoreDef> },
+    /// Instantiates the core module that runtime import `import` supplies,
+    /// with its imports given by (module, name); the new core instance
+    /// takes the next core instance index.
+    InstantiateImported {
+        import: usize,
+        args: Vec<(String, String, CoreDef)>,
+    },
     /// Binds lowered import `index` to runtime import `import`.
     LowerImport { index: usize, import: usize },
     /// Fills memory slot `index` from a core export.
@@ -239,11 +246,11 @@ pub(crate) enum ExportItem {
     },
     /// A nested instance's exports.
     Instance(Arc<BTreeMap<String, ExportItem>>),
-    /// A core module, by static index (for `Instance::get_module`, which
-    /// is unfinished).
-    #[allow(dead_code, reason = "unfinished: `Instance::get_module`")]
+    /// A core module, by static index.
     Module(usize),
-    /// A type: nothing to instantiate.
+    /// A resource type, by resource-table type index.
+    Resource(usize),
+    /// Another type: nothing to instantiate.
     Type,
 }
 

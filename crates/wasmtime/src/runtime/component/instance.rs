@@ -195,10 +195,13 @@ impl<T: 'static> InstancePre<T> {
             resource_types.push(*ty);
             imported_dtors.push(dtor.clone());
         }
+        static INSTANTIATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let instantiation = INSTANTIATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         for d in 0..info.defined_resource_instances.len() {
             resource_types.push(ResourceType(ResourceKind::Guest {
                 instance: store_index,
                 resource: info.num_imported_resources + d,
+                instantiation,
             }));
         }
         let data = Arc::new(InstanceData {
@@ -265,6 +268,35 @@ impl<T: 'static> Instantiation<'_, T> {
                     .collect::<Result<Vec<_>>>()?;
                 let instance =
                     crate::Instance::new(&mut *store, &component.modules[*module], &args)?;
+                self.core.push(instance);
+            }
+            Initializer::InstantiateImported { import, args } => {
+                let Definition::Module(module) = &self.imports[*import] else {
+                    bail!("an imported core module is not defined as a module");
+                };
+                let module = module.clone();
+                let imports = module
+                    .imports()
+                    .map(|i| {
+                        let def = args
+                            .iter()
+                            .find(|(m, n, _)| m == i.module() && n == i.name())
+                            .map(|(_, _, def)| def.clone())
+                            .ok_or_else(|| {
+                                anyhow!(
+                                    "the imported module's import `{}`::`{}` is not given",
+                                    i.module(),
+                                    i.name()
+                                )
+                            })?;
+                        Ok(def)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let externs = imports
+                    .iter()
+                    .map(|def| self.core_def(store, def))
+                    .collect::<Result<Vec<_>>>()?;
+                let instance = crate::Instance::new(&mut *store, &module, &externs)?;
                 self.core.push(instance);
             }
             Initializer::LowerImport { index, import } => {
@@ -821,6 +853,57 @@ impl Instance {
             .get_func(store.as_context_mut(), name)
             .ok_or_else(|| anyhow!("failed to find function export"))?;
         func.typed(store)
+    }
+
+    /// The core module exported as `name`, if there is one.
+    ///
+    /// # Panics
+    ///
+    /// Panics if this instance belongs to another store.
+    pub fn get_module(
+        &self,
+        mut store: impl AsContextMut,
+        name: impl InstanceExportLookup,
+    ) -> Option<crate::Module> {
+        let store = store.as_context_mut();
+        let data = self.data(&store.0.opaque);
+        let path = name.path(&data.component)?;
+        let index = ComponentExportIndex {
+            component: data.component.inner.clone(),
+            path,
+        };
+        match index.item()? {
+            ExportItem::Module(m) => Some(data.component.inner.modules[*m].clone()),
+            _ => None,
+        }
+    }
+
+    /// The resource type exported as `name`, as this instance made it
+    /// (each instance of a component defines its own types), if there is
+    /// one.
+    ///
+    /// # Panics
+    ///
+    /// Panics if this instance belongs to another store.
+    pub fn get_resource(
+        &self,
+        mut store: impl AsContextMut,
+        name: impl InstanceExportLookup,
+    ) -> Option<ResourceType> {
+        let store = store.as_context_mut();
+        let data = self.data(&store.0.opaque);
+        let path = name.path(&data.component)?;
+        let index = ComponentExportIndex {
+            component: data.component.inner.clone(),
+            path,
+        };
+        match index.item()? {
+            ExportItem::Resource(table) => {
+                let t = data.component.inner.info.resource_tables.get(table)?;
+                data.resource_types.get(t.resource).copied()
+            }
+            _ => None,
+        }
     }
 
     /// The index of export `name`, inside the exported instance `instance`

@@ -427,11 +427,19 @@ impl Typecheck<'_> {
         }
     }
 
-    /// Whether `ty` is a resource type that an earlier import already gave,
-    /// so that no definition of its own is needed.
+    /// Whether `ty` needs no definition of its own: a resource type that
+    /// an earlier import already gave, or an instance whose exports (and
+    /// theirs, recursively) are only such things and value types.
     fn already_supplied(&self, ty: &ExternTy) -> bool {
-        self.resource(ty)
-            .is_some_and(|r| self.resources.contains_key(&r))
+        match ty {
+            ExternTy::Resource(_) => self
+                .resource(ty)
+                .is_some_and(|r| self.resources.contains_key(&r)),
+            ExternTy::Instance(exports) => exports
+                .iter()
+                .all(|(_, ty)| matches!(ty, ExternTy::Type(_)) || self.already_supplied(ty)),
+            _ => false,
+        }
     }
 
     /// Checks that `def` can stand for an import of type `ty`.
@@ -492,7 +500,7 @@ impl Typecheck<'_> {
             (ty, def) => Err(anyhow!(
                 "import `{name}` has the wrong kind: expected {} found {}",
                 match ty {
-                    ExternTy::Func(_) => "func",
+                    ExternTy::Func(_) => "function",
                     ExternTy::Instance(_) => "instance",
                     ExternTy::Module { .. } => "module",
                     ExternTy::Component => "component",

@@ -39,10 +39,12 @@ pub struct ResourceType(pub(crate) ResourceKind);
 pub(crate) enum ResourceKind {
     Host(TypeId),
     /// Defined resource `resource` of the component instance at `instance`
-    /// in the store's list; every instantiation makes new types.
+    /// in its store's list. Every instantiation makes new types, in any
+    /// store: `instantiation` is unique in the process.
     Guest {
         instance: u32,
         resource: usize,
+        instantiation: u64,
     },
 }
 
@@ -115,6 +117,7 @@ impl ResourceAny {
             ResourceType(ResourceKind::Guest {
                 instance: 0,
                 resource: table,
+                instantiation: 0,
             }),
             rep,
             owned,
@@ -166,7 +169,9 @@ impl ResourceAny {
         let mut store = store.as_context_mut();
         match self.ty.0 {
             ResourceKind::Host(_) => drop_host_rep(&mut store, self.dtor.as_deref(), self.rep),
-            ResourceKind::Guest { instance, resource } => {
+            ResourceKind::Guest {
+                instance, resource, ..
+            } => {
                 let data = store.0.opaque.component_instances[instance as usize].clone();
                 data.run_destructor(&mut store, resource, self.rep)
             }

@@ -170,6 +170,9 @@ impl Converter<'_> {
                 cm::Export::Instance { exports, .. } => {
                     ExportItem::Instance(Arc::new(self.exports(c, exports)?))
                 }
+                cm::Export::Type(cm::TypeDef::Resource(table)) => {
+                    ExportItem::Resource(self.resource_table(*table)?)
+                }
                 cm::Export::Type(_) => ExportItem::Type,
             };
             out.insert(name.to_string(), item);
@@ -188,9 +191,21 @@ impl Converter<'_> {
                         .collect::<Result<_>>()?,
                 }
             }
-            cm::GlobalInitializer::InstantiateModule(cm::InstantiateModule::Import(..), _) => {
-                return Err(unsupported("instantiating an imported core module"));
-            }
+            cm::GlobalInitializer::InstantiateModule(
+                cm::InstantiateModule::Import(import, args),
+                _,
+            ) => Initializer::InstantiateImported {
+                import: import.as_u32() as usize,
+                args: args
+                    .iter()
+                    .flat_map(|(module, names)| {
+                        names.iter().map(move |(name, def)| (module, name, def))
+                    })
+                    .map(|(module, name, def)| {
+                        Ok((module.clone(), name.clone(), self.core_def(def)?))
+                    })
+                    .collect::<Result<_>>()?,
+            },
             cm::GlobalInitializer::LowerImport { index, import } => Initializer::LowerImport {
                 index: index.as_u32() as usize,
                 import: import.as_u32() as usize,

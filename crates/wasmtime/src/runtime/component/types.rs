@@ -104,6 +104,75 @@ impl ComponentFunc {
     }
 }
 
+/// The type of a component: what it exports. Unfinished: only the
+/// exports, and without their detailed types for instances and value
+/// types.
+#[derive(Debug, Clone)]
+pub struct Component {
+    pub(crate) exports: Vec<(String, ComponentItem)>,
+}
+
+impl Component {
+    /// The component's exports, by name, in name order.
+    pub fn exports<'a>(
+        &'a self,
+        _engine: &'a crate::Engine,
+    ) -> impl ExactSizeIterator<Item = (&'a str, ComponentExtern<'a>)> + 'a {
+        self.exports.iter().map(|(name, item)| {
+            (
+                name.as_str(),
+                ComponentExtern {
+                    ty: item.clone(),
+                    implements: None,
+                    external_id: None,
+                },
+            )
+        })
+    }
+}
+
+/// One import or export of a component type.
+#[derive(Debug, Clone)]
+pub struct ComponentExtern<'a> {
+    /// What kind of item it is.
+    pub ty: ComponentItem,
+    /// The interface it says it implements (`cm-implements`, which this
+    /// runtime refuses, so always `None`).
+    pub implements: Option<&'a str>,
+    /// Its external identifier, if any (always `None` here).
+    pub external_id: Option<&'a str>,
+}
+
+/// The kind of a component's import or export.
+#[derive(Debug, Clone)]
+pub enum ComponentItem {
+    /// A function, with its type.
+    ComponentFunc(ComponentFunc),
+    /// A core module.
+    Module(Module),
+    /// A nested instance.
+    ComponentInstance(ComponentInstance),
+    /// A value type.
+    Type(Type),
+    /// A resource type. The type of a resource the component defines
+    /// exists only per instance: ask the instance with
+    /// [`Instance::get_resource`](super::Instance::get_resource).
+    Resource(ResourceTypeAtComponent),
+}
+
+/// The type of a core module export. Unfinished: opaque.
+#[derive(Debug, Clone)]
+pub struct Module(pub(crate) ());
+
+/// The type of an instance export. Unfinished: opaque.
+#[derive(Debug, Clone)]
+pub struct ComponentInstance(pub(crate) ());
+
+/// A resource type as a component type names it, before instantiation.
+/// Unfinished: opaque.
+#[derive(Debug, Clone)]
+pub struct ResourceTypeAtComponent(pub(crate) ());
+
 /// A component value type.
 ///
 /// Unfinished: upstream's `Type` is an enum with a case per kind that can
