@@ -43,6 +43,7 @@
 //! `strace`.
 
 mod artifacts;
+mod component;
 mod interrupt;
 mod kernels;
 mod load;
@@ -68,6 +69,7 @@ usage: bench kernels [--runs N] [--filter NAME[,NAME...]] [--mode MODE]
        bench mmu-load [--workers N] [--runs N] [--quick] [--arming mprotect|swap|both]
        bench cache-run --upstream-cli PATH [--runs N] [--programs N] [--filter NAME[,NAME...]]
        bench load [--runs N] [--module FILE.wasm]...
+       bench component [--runs N] [--quick]
        bench reset [--runs N] [--calls N] [--sizes 256k,4m,16m] [--threads 1,2]
                    [--workloads fixed,rotating] [--syscalls [--resets N]]
        bench reset-syscalls [--resets N]
@@ -125,10 +127,11 @@ fn main() -> Result<()> {
         "mmu-load" => load::run(&options),
         "cache-run" => artifacts::cache_run(&options),
         "load" => artifacts::load(&options),
+        "component" => component::run(&options),
         other => bail!(
             "unknown benchmark suite `{other}` (expected `kernels`, `interrupt-overhead`, \
              `stacks`, `sightglass`, `mmu-roundtrip`, `mmu-load`, `cache-run`, `load`, \
-             `reset` or `reset-syscalls`)"
+             `component`, `reset` or `reset-syscalls`)"
         ),
     }
 }
