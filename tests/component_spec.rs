@@ -20,26 +20,37 @@
 //! threads. Failing files are printed with each failing directive, skipped
 //! files with the reason, and the last line is
 //! `component-spec: P passed, F failed, S skipped` (files). A file still
-//! running after `FILE_TIMEOUT` counts as failed, so a hang still ends in a
-//! report. `COMPONENT_SPEC_NO_SKIP=1` runs the skipped files too, to see
-//! whether a skip is still needed; `COMPONENT_SPEC_VERBOSE=1` also prints
-//! every passing file, for comparing two engines file by file.
+//! running after five minutes (`FILE_TIMEOUT` in `harness/pool.rs`) counts
+//! as failed, so a hang still ends in a report. `COMPONENT_SPEC_NO_SKIP=1`
+//! runs the skipped files too, to see whether a skip is still needed;
+//! `COMPONENT_SPEC_VERBOSE=1` also prints every passing file, for comparing
+//! two engines file by file.
 
+#[path = "harness/args.rs"]
+mod args;
 #[path = "component_spec/common.rs"]
 mod common;
+#[path = "harness/core_values.rs"]
+mod core_values;
+#[path = "harness/failures.rs"]
+mod failures;
 #[path = "component_spec/oracle.rs"]
 mod oracle;
+#[path = "harness/pool.rs"]
+mod pool;
 #[path = "component_spec/runner.rs"]
 #[macro_use]
 mod runner;
+#[path = "harness/spectest.rs"]
+mod spectest;
+#[path = "harness/summary.rs"]
+mod summary;
+#[path = "harness/wast_file.rs"]
+mod wast_file;
 
-use common::{FileResult, panic_message};
-use std::io::Write as _;
-use std::panic::catch_unwind;
+use failures::FileResult;
+use pool::TestFile;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 /// Our runner over upstream Wasmtime 48.
 mod upstream {
@@ -109,17 +120,6 @@ const NEEDS_CORE_EXCEPTIONS: &[(&str, &str)] = &[(
     "wasmtime-misc/exceptions.wast",
     "needs core exception handling inside a component, which this engine lacks",
 )];
-
-/// Failing directives printed per file; a broken component tends to make
-/// every later directive fail as well, and those add nothing.
-const MAX_REPORTED_PER_FILE: usize = 25;
-
-/// Wasm code runs on the worker threads' own stacks; leave ample room above
-/// the runtime's wasm stack limit for host frames of unoptimised builds.
-const WORKER_STACK_SIZE: usize = 32 << 20;
-
-/// How long one file may run before it counts as hung.
-const FILE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// What runs the files.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -215,12 +215,6 @@ const KNOWN_FAILURES_OURS: &[(&str, &str)] = &[
     ),
 ];
 
-struct TestFile {
-    /// The path below the tests folder, with `/` separators.
-    name: String,
-    text: String,
-}
-
 /// The folder of test files, and whether it is the default one (whose
 /// contents the skip lists describe).
 fn tests_dir() -> (PathBuf, bool) {
@@ -233,7 +227,8 @@ fn tests_dir() -> (PathBuf, bool) {
     }
 }
 
-/// Every `.wast` file below `dir`, sorted by name.
+/// Every `.wast` file below `dir`, named by its path below `dir` with `/`
+/// separators, sorted by name.
 fn all_files(dir: &Path) -> std::io::Result<Vec<TestFile>> {
     fn walk(dir: &Path, prefix: &str, out: &mut Vec<TestFile>) -> std::io::Result<()> {
         for entry in std::fs::read_dir(dir)? {
@@ -260,55 +255,8 @@ fn all_files(dir: &Path) -> std::io::Result<Vec<TestFile>> {
     Ok(files)
 }
 
-/// Command-line selection, compatible with what libtest-driven runners pass.
-struct Args {
-    filters: Vec<String>,
-    exact: bool,
-    list: bool,
-    ignored: bool,
-}
-
-impl Args {
-    fn parse() -> Args {
-        let mut args = Args {
-            filters: Vec::new(),
-            exact: false,
-            list: false,
-            ignored: false,
-        };
-        let mut iter = std::env::args().skip(1);
-        while let Some(arg) = iter.next() {
-            match arg.as_str() {
-                "--list" => args.list = true,
-                "--exact" => args.exact = true,
-                "--ignored" => args.ignored = true,
-                // libtest flags that take a value, which is not a filter.
-                "--test-threads" | "--skip" | "--format" | "--color" | "--logfile" | "-Z" => {
-                    iter.next();
-                }
-                s if s.starts_with('-') => {}
-                _ => args.filters.push(arg),
-            }
-        }
-        args
-    }
-
-    fn selects(&self, name: &str) -> bool {
-        // No file is `#[ignore]`d, so a run of ignored tests selects none.
-        if self.ignored {
-            return false;
-        }
-        self.filters.is_empty()
-            || self.filters.iter().any(|f| {
-                if self.exact {
-                    name == f
-                } else {
-                    name.contains(f.as_str())
-                }
-            })
-    }
-}
-
+/// Whether the environment variable `name` is set, to anything but empty
+/// or `0`.
 fn env_flag(name: &str) -> bool {
     std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0")
 }
@@ -321,7 +269,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let args = Args::parse();
+    let args = args::Args::parse();
     let (dir, default_dir) = tests_dir();
     let files = match all_files(&dir) {
         Ok(files) if !files.is_empty() => files,
@@ -336,16 +284,9 @@ fn main() {
         }
     };
 
-    let selected: Vec<TestFile> = files
-        .into_iter()
-        .filter(|f| args.selects(&f.name))
-        .collect();
-    if args.list {
-        for f in &selected {
-            println!("{}: test", f.name);
-        }
+    let Some(selected) = pool::select(&args, files) else {
         return;
-    }
+    };
 
     let skips = engine.skips();
     let run_skipped = env_flag("COMPONENT_SPEC_NO_SKIP");
@@ -361,21 +302,17 @@ fn main() {
             }
         }
     }
-    let mut to_run = Vec::new();
-    let mut skipped = 0;
-    for file in selected {
-        match skips.iter().find(|(name, _)| *name == file.name) {
-            Some((_, reason)) if !run_skipped => {
-                println!("SKIP {}: {reason}", file.name);
-                skipped += 1;
-            }
-            _ => to_run.push(file),
-        }
-    }
+    let (to_run, skipped) = pool::skip(selected, &skips, run_skipped);
 
-    let verbose = env_flag("COMPONENT_SPEC_VERBOSE");
     let ran: Vec<String> = to_run.iter().map(|f| f.name.clone()).collect();
-    let (passed, failing) = run_all(engine, to_run, verbose);
+    let options = pool::Options {
+        worker_name: "component-spec-worker",
+        verbose: env_flag("COMPONENT_SPEC_VERBOSE"),
+        broken_prefix: "",
+    };
+    let (passed, failing) = pool::run_all(to_run, options, move |file| {
+        engine.run_file(&file.name, &file.text)
+    });
     let known: &[(&str, &str)] = match engine {
         EngineKind::Ours => KNOWN_FAILURES_OURS,
         _ => &[],
@@ -394,153 +331,7 @@ fn main() {
         }
     }
     failed += failing.len();
-    println!("component-spec: {passed} passed, {failed} failed, {skipped} skipped");
+    summary::print_summary("component-spec", passed, failed, skipped);
     // `exit` also ends workers stuck in a timed-out file.
     std::process::exit(if unexpected > 0 { 1 } else { 0 });
-}
-
-/// State shared between the workers and the watchdog in `run_all`.
-struct Pool {
-    engine: EngineKind,
-    files: Vec<TestFile>,
-    verbose: bool,
-    next: AtomicUsize,
-    passed: AtomicUsize,
-    /// The names of the files that failed.
-    failed: Mutex<Vec<String>>,
-    /// Per worker: the file it is running and since when; `None` when idle.
-    running: Mutex<Vec<Option<(usize, Instant)>>>,
-    finished_workers: AtomicUsize,
-    /// Serialises the reports so that files do not interleave.
-    output: Mutex<()>,
-}
-
-impl Pool {
-    fn print(&self, text: &str) {
-        let _guard = self.output.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(text.as_bytes());
-        let _ = out.flush();
-    }
-
-    fn worker(&self, id: usize) {
-        loop {
-            let i = self.next.fetch_add(1, Ordering::SeqCst);
-            let Some(file) = self.files.get(i) else { break };
-            self.running.lock().unwrap()[id] = Some((i, Instant::now()));
-            let result = catch_unwind(|| self.engine.run_file(&file.name, &file.text))
-                .unwrap_or_else(|payload| {
-                    FileResult::Broken(format!("panicked: {}", panic_message(&*payload)))
-                });
-            // A file that the watchdog gave up on has already been counted.
-            if self.running.lock().unwrap()[id].take().is_none() {
-                return;
-            }
-            match report(&file.name, &result) {
-                None => {
-                    self.passed.fetch_add(1, Ordering::SeqCst);
-                    if self.verbose {
-                        self.print(&format!("PASS {}\n", file.name));
-                    }
-                }
-                Some(text) => {
-                    self.failed.lock().unwrap().push(file.name.clone());
-                    self.print(&text);
-                }
-            }
-        }
-        self.finished_workers.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-/// Runs the files on a pool of worker threads and returns how many passed
-/// and which failed. A file running longer than `FILE_TIMEOUT` counts as failed;
-/// its worker is abandoned and replaced, so that a hang still gives a full
-/// report.
-fn run_all(engine: EngineKind, files: Vec<TestFile>, verbose: bool) -> (usize, Vec<String>) {
-    let workers = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(files.len().max(1));
-    let pool = Arc::new(Pool {
-        engine,
-        files,
-        verbose,
-        next: AtomicUsize::new(0),
-        passed: AtomicUsize::new(0),
-        failed: Mutex::new(Vec::new()),
-        running: Mutex::new(Vec::new()),
-        finished_workers: AtomicUsize::new(0),
-        output: Mutex::new(()),
-    });
-    let spawn = |running: &mut Vec<Option<(usize, Instant)>>| {
-        let id = running.len();
-        running.push(None);
-        let pool = pool.clone();
-        std::thread::Builder::new()
-            .name(format!("component-spec-worker-{id}"))
-            .stack_size(WORKER_STACK_SIZE)
-            .spawn(move || pool.worker(id))
-            .expect("failed to spawn a worker thread");
-    };
-    for _ in 0..workers {
-        spawn(&mut pool.running.lock().unwrap());
-    }
-
-    let mut abandoned = 0;
-    loop {
-        std::thread::sleep(Duration::from_millis(100));
-        let mut running = pool.running.lock().unwrap();
-        if pool.finished_workers.load(Ordering::SeqCst) + abandoned == running.len() {
-            break;
-        }
-        for id in 0..running.len() {
-            let Some((i, start)) = running[id] else {
-                continue;
-            };
-            if start.elapsed() > FILE_TIMEOUT {
-                running[id] = None;
-                abandoned += 1;
-                pool.failed.lock().unwrap().push(pool.files[i].name.clone());
-                pool.print(&format!(
-                    "FAIL {}: still running after {}s; abandoned\n",
-                    pool.files[i].name,
-                    FILE_TIMEOUT.as_secs()
-                ));
-                spawn(&mut running);
-            }
-        }
-    }
-    (
-        pool.passed.load(Ordering::SeqCst),
-        std::mem::take(&mut *pool.failed.lock().unwrap()),
-    )
-}
-
-/// The text printed for a failing file, or `None` if it passed.
-fn report(name: &str, result: &FileResult) -> Option<String> {
-    match result {
-        result if result.passed() => None,
-        FileResult::Ran(failures) => {
-            let mut text = format!("FAIL {name}: {} failing directives\n", failures.len());
-            for f in failures.iter().take(MAX_REPORTED_PER_FILE) {
-                let reason = f.reason.replace('\n', "\n      ");
-                text.push_str(&format!(
-                    "  {name}:{}:{}: {}: {reason}\n",
-                    f.line, f.col, f.directive
-                ));
-            }
-            if failures.len() > MAX_REPORTED_PER_FILE {
-                text.push_str(&format!(
-                    "  ... and {} more\n",
-                    failures.len() - MAX_REPORTED_PER_FILE
-                ));
-            }
-            Some(text)
-        }
-        FileResult::Broken(why) => {
-            let why = why.replace('\n', "\n      ");
-            Some(format!("FAIL {name}: {why}\n"))
-        }
-    }
 }

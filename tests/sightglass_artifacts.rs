@@ -5,13 +5,9 @@
 //!
 //! Run with `cargo test --release --test sightglass_artifacts`.
 
-#[path = "sightglass.rs"]
-#[allow(
-    dead_code,
-    reason = "`sightglass.rs` is also a test of its own, with its own `main`"
-)]
-mod sightglass;
+#[path = "sightglass/suite.rs"]
+mod suite;
 
 fn main() {
-    sightglass::run(true)
+    suite::run(true)
 }

@@ -7,13 +7,9 @@
 //! Run with `cargo test --release --test spec_artifacts`; file filters work
 //! as for the `spec` test.
 
-#[path = "spec.rs"]
-#[allow(
-    dead_code,
-    reason = "`spec.rs` is also a test of its own, with its own `main`"
-)]
-mod spec;
+#[path = "spec/suite.rs"]
+mod suite;
 
 fn main() {
-    spec::run(true)
+    suite::run(true)
 }

@@ -1,52 +1,13 @@
-//! The engine-independent half of the component `.wast` runner: parsing a
-//! file, walking its directives, the per-file header flags, and matching
+//! The engine-independent half of the component `.wast` runner: the
+//! per-file header flags, encoding modules and components, and matching
 //! results and error messages. Engines hand their values over as [`Value`]
 //! and [`CoreValue`], so that one matcher serves every engine.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use crate::core_values::{f32_matches, f64_matches, null_type_is, v128_matches};
 use wast::component::WastVal;
-use wast::core::{AbstractHeapType, HeapType, NanPattern, V128Pattern, WastRetCore};
-use wast::lexer::Lexer;
+use wast::core::{AbstractHeapType, WastRetCore};
 use wast::parser::{self, ParseBuffer};
-use wast::{QuoteWat, QuoteWatTest, Wast, WastDirective, Wat};
-
-/// One directive that did not behave as the file says.
-pub struct Failure {
-    /// 1-based line of the directive.
-    pub line: usize,
-    /// 1-based column of the directive.
-    pub col: usize,
-    /// The directive's keyword, e.g. `assert_return`.
-    pub directive: &'static str,
-    /// What went wrong.
-    pub reason: String,
-}
-
-/// What running one file produced: its failing directives, or why it could
-/// not be run at all.
-pub enum FileResult {
-    /// Every directive ran; these are the ones that failed.
-    Ran(Vec<Failure>),
-    /// The file could not be run (parse error, engine setup, panic outside
-    /// a directive, hang).
-    Broken(String),
-}
-
-impl FileResult {
-    /// Whether the file passed.
-    pub fn passed(&self) -> bool {
-        matches!(self, FileResult::Ran(failures) if failures.is_empty())
-    }
-}
-
-/// The text of a panic payload.
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "<non-string panic payload>".to_string())
-}
+use wast::{QuoteWat, QuoteWatTest, Wat};
 
 /// A core-wasm proposal that a file's `;;! name = bool` header switches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,94 +73,6 @@ pub fn header_features(text: &str) -> Vec<(CoreFeature, bool)> {
         features.push((feature, enable));
     }
     features
-}
-
-/// Parses `text` and hands every directive to `run`, in order, collecting
-/// the failures. Directives go on after a failure so that one report shows
-/// all of them; only a panic stops the file, since the engine's state may
-/// then be inconsistent.
-pub fn run_directives(
-    name: &str,
-    text: &str,
-    mut run: impl FnMut(WastDirective<'_>) -> Result<(), String>,
-) -> FileResult {
-    let mut lexer = Lexer::new(text);
-    // Upstream's runner allows confusable unicode in every file whose name
-    // ends in `names.wast` (`annotated-names.wast` among them); the same
-    // rule keeps the two runners' parse errors alike.
-    lexer.allow_confusing_unicode(name.ends_with("names.wast"));
-    let with_location = |mut e: wast::Error| {
-        e.set_path(name.as_ref());
-        e.set_text(text);
-        e.to_string()
-    };
-    let buf = match ParseBuffer::new_with_lexer(lexer) {
-        Ok(buf) => buf,
-        Err(e) => return FileResult::Broken(with_location(e)),
-    };
-    let wast = match parser::parse::<Wast<'_>>(&buf) {
-        Ok(wast) => wast,
-        Err(e) => return FileResult::Broken(with_location(e)),
-    };
-
-    let mut failures = Vec::new();
-    let total = wast.directives.len();
-    for (i, directive) in wast.directives.into_iter().enumerate() {
-        let (line, col) = directive.span().linecol_in(text);
-        let kind = directive_name(&directive);
-        let mut fail = |reason: String| {
-            failures.push(Failure {
-                line: line + 1,
-                col: col + 1,
-                directive: kind,
-                reason,
-            })
-        };
-        match catch_unwind(AssertUnwindSafe(|| run(directive))) {
-            Ok(Ok(())) => {}
-            Ok(Err(reason)) => fail(reason),
-            Err(payload) => {
-                fail(format!(
-                    "panicked: {}; the remaining {} directives were not run",
-                    panic_message(&*payload),
-                    total - i - 1
-                ));
-                break;
-            }
-        }
-    }
-    FileResult::Ran(failures)
-}
-
-/// The directive's keyword as the file spells it.
-pub fn directive_name(d: &WastDirective<'_>) -> &'static str {
-    let is_component = |q: &QuoteWat<'_>| {
-        matches!(
-            q,
-            QuoteWat::Wat(Wat::Component(_)) | QuoteWat::QuoteComponent(..)
-        )
-    };
-    match d {
-        WastDirective::Module(q) if is_component(q) => "component",
-        WastDirective::Module(_) => "module",
-        WastDirective::ModuleDefinition(q) if is_component(q) => "component definition",
-        WastDirective::ModuleDefinition(_) => "module definition",
-        WastDirective::ModuleInstance { .. } => "instance",
-        WastDirective::AssertMalformed { .. } => "assert_malformed",
-        WastDirective::AssertInvalid { .. } => "assert_invalid",
-        WastDirective::Register { .. } => "register",
-        WastDirective::Invoke(_) => "invoke",
-        WastDirective::AssertTrap { .. } => "assert_trap",
-        WastDirective::AssertReturn { .. } => "assert_return",
-        WastDirective::AssertExhaustion { .. } => "assert_exhaustion",
-        WastDirective::AssertUnlinkable { .. } => "assert_unlinkable",
-        WastDirective::AssertException { .. } => "assert_exception",
-        WastDirective::AssertSuspension { .. } => "assert_suspension",
-        WastDirective::AssertInvalidCustom { .. } => "assert_invalid_custom",
-        WastDirective::AssertMalformedCustom { .. } => "assert_malformed_custom",
-        WastDirective::Thread(_) => "thread",
-        WastDirective::Wait { .. } => "wait",
-    }
 }
 
 /// The binary form of a module or component directive.
@@ -569,14 +442,14 @@ fn core_matches(expected: &WastRetCore<'_>, actual: &CoreValue) -> Result<bool, 
         (WastRetCore::V128(e), CoreValue::V128(a)) => v128_matches(e, *a),
         (WastRetCore::RefNull(ty), CoreValue::FuncRef(null)) => {
             *null
-                && heap_type_is(
+                && null_type_is(
                     ty.as_ref(),
                     &[AbstractHeapType::Func, AbstractHeapType::NoFunc],
                 )
         }
         (WastRetCore::RefNull(ty), CoreValue::ExternRef(null)) => {
             *null
-                && heap_type_is(
+                && null_type_is(
                     ty.as_ref(),
                     &[AbstractHeapType::Extern, AbstractHeapType::NoExtern],
                 )
@@ -598,65 +471,6 @@ fn core_matches(expected: &WastRetCore<'_>, actual: &CoreValue) -> Result<bool, 
         ) => return Err(format!("unsupported expected core value {expected:?}")),
         _ => false,
     })
-}
-
-/// A null of no stated type matches any null; otherwise the type must be
-/// one of `allowed`.
-fn heap_type_is(ty: Option<&HeapType<'_>>, allowed: &[AbstractHeapType]) -> bool {
-    match ty {
-        None => true,
-        Some(HeapType::Abstract { shared: false, ty }) => allowed.contains(ty),
-        Some(_) => false,
-    }
-}
-
-fn f32_matches(expected: &NanPattern<wast::token::F32>, bits: u32) -> bool {
-    match expected {
-        NanPattern::CanonicalNan => bits & 0x7fff_ffff == 0x7fc0_0000,
-        NanPattern::ArithmeticNan => bits & 0x7fc0_0000 == 0x7fc0_0000,
-        NanPattern::Value(e) => e.bits == bits,
-    }
-}
-
-fn f64_matches(expected: &NanPattern<wast::token::F64>, bits: u64) -> bool {
-    match expected {
-        NanPattern::CanonicalNan => bits & 0x7fff_ffff_ffff_ffff == 0x7ff8_0000_0000_0000,
-        NanPattern::ArithmeticNan => bits & 0x7ff8_0000_0000_0000 == 0x7ff8_0000_0000_0000,
-        NanPattern::Value(e) => e.bits == bits,
-    }
-}
-
-fn v128_matches(expected: &V128Pattern, actual: u128) -> bool {
-    let bytes = actual.to_le_bytes();
-    // Lane `i` of width `N` bytes, zero-extended.
-    let lane = |n: usize, i: usize| {
-        let mut wide = [0u8; 8];
-        wide[..n].copy_from_slice(&bytes[i * n..(i + 1) * n]);
-        u64::from_le_bytes(wide)
-    };
-    match expected {
-        V128Pattern::I8x16(e) => e
-            .iter()
-            .enumerate()
-            .all(|(i, e)| *e as u8 as u64 == lane(1, i)),
-        V128Pattern::I16x8(e) => e
-            .iter()
-            .enumerate()
-            .all(|(i, e)| *e as u16 as u64 == lane(2, i)),
-        V128Pattern::I32x4(e) => e
-            .iter()
-            .enumerate()
-            .all(|(i, e)| *e as u32 as u64 == lane(4, i)),
-        V128Pattern::I64x2(e) => e.iter().enumerate().all(|(i, e)| *e as u64 == lane(8, i)),
-        V128Pattern::F32x4(e) => e
-            .iter()
-            .enumerate()
-            .all(|(i, e)| f32_matches(e, lane(4, i) as u32)),
-        V128Pattern::F64x2(e) => e
-            .iter()
-            .enumerate()
-            .all(|(i, e)| f64_matches(e, lane(8, i))),
-    }
 }
 
 /// The `simple-module` that the host's `host` instance provides: a global

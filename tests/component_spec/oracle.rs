@@ -3,7 +3,8 @@
 //! Comparing its per-file results with our runner's over the same engine
 //! checks the runner itself, independently of our engine.
 
-use crate::common::{self, FileResult};
+use crate::common;
+use crate::failures::FileResult;
 use upstream_wasmtime_wast::{Async, SpectestConfig, WastContext};
 
 /// Runs the file `name` with the text `text` through `WastContext`.

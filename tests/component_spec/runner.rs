@@ -5,7 +5,9 @@
 //! our `wasmtime`. Both crates have upstream Wasmtime 48's API shape, so
 //! the same source compiles against either, and the two engines run
 //! exactly the same directive logic. Everything that does not touch an
-//! engine type lives in `common.rs`.
+//! engine type lives in `common.rs`, or in `tests/harness/` where the core
+//! spec harness shares it; the `spectest` module, which the core harness
+//! defines too, is the `spectest!` macro there.
 //!
 //! The semantics follow upstream's `wasmtime-wast` 48, the runner that the
 //! test files were written for:
@@ -33,7 +35,9 @@
 /// which runs one file's directives.
 macro_rules! component_runner {
     ($w:ident) => {
-        use crate::common::{self, Binary, CoreFeature, CoreValue, FileResult, Value};
+        use crate::common::{self, Binary, CoreFeature, CoreValue, Value};
+        use crate::failures::FileResult;
+        use crate::wast_file;
         use std::collections::HashMap;
         use std::sync::Arc;
         use std::sync::atomic::{AtomicU32, Ordering};
@@ -73,7 +77,7 @@ macro_rules! component_runner {
                 Ok(runner) => runner,
                 Err(e) => return FileResult::Broken(format!("cannot set up the engine: {e:#}")),
             };
-            common::run_directives(name, text, |directive| runner.run(directive))
+            wast_file::run_directives(name, text, |directive| runner.run(directive))
         }
 
         /// A compiled module or component, kept by a `definition`
@@ -237,17 +241,7 @@ macro_rules! component_runner {
                             Err(e) => expect_error(&e, message)?,
                         }
                     }
-                    other @ (WastDirective::AssertException { .. }
-                    | WastDirective::AssertSuspension { .. }
-                    | WastDirective::AssertInvalidCustom { .. }
-                    | WastDirective::AssertMalformedCustom { .. }
-                    | WastDirective::Thread(_)
-                    | WastDirective::Wait { .. }) => {
-                        return Err(format!(
-                            "unsupported directive `{}`",
-                            common::directive_name(&other)
-                        ));
-                    }
+                    other => return Err(wast_file::unsupported(&other)),
                 }
                 Ok(())
             }
@@ -694,50 +688,7 @@ macro_rules! component_runner {
             }
         }
 
-        /// The `spectest` module that core modules in the files may
-        /// import, as in the core spec testsuite.
-        fn define_spectest(
-            linker: &mut $w::Linker<()>,
-            store: &mut $w::Store<()>,
-        ) -> $w::Result<()> {
-            // The print functions only have to exist with the right types;
-            // their output would interleave across worker threads.
-            linker.func_wrap("spectest", "print", || {})?;
-            linker.func_wrap("spectest", "print_i32", |_: i32| {})?;
-            linker.func_wrap("spectest", "print_i64", |_: i64| {})?;
-            linker.func_wrap("spectest", "print_f32", |_: f32| {})?;
-            linker.func_wrap("spectest", "print_f64", |_: f64| {})?;
-            linker.func_wrap("spectest", "print_i32_f32", |_: i32, _: f32| {})?;
-            linker.func_wrap("spectest", "print_f64_f64", |_: f64, _: f64| {})?;
-            let globals = [
-                ("global_i32", $w::ValType::I32, $w::Val::I32(666)),
-                ("global_i64", $w::ValType::I64, $w::Val::I64(666)),
-                (
-                    "global_f32",
-                    $w::ValType::F32,
-                    $w::Val::F32(666.6f32.to_bits()),
-                ),
-                (
-                    "global_f64",
-                    $w::ValType::F64,
-                    $w::Val::F64(666.6f64.to_bits()),
-                ),
-            ];
-            for (name, ty, value) in globals {
-                let ty = $w::GlobalType::new(ty, $w::Mutability::Const);
-                let global = $w::Global::new(&mut *store, ty, value)?;
-                linker.define(&*store, "spectest", name, global)?;
-            }
-            let table = $w::Table::new(
-                &mut *store,
-                $w::TableType::new($w::RefType::FUNCREF, 10, Some(20)),
-                $w::Ref::Func(None),
-            )?;
-            linker.define(&*store, "spectest", "table", table)?;
-            let memory = $w::Memory::new(&mut *store, $w::MemoryType::new(1, Some(2)))?;
-            linker.define(&*store, "spectest", "memory", memory)?;
-            Ok(())
-        }
+        crate::spectest::spectest!($w);
 
         /// The host resource `resource1` (and `resource1-again`, the same
         /// type under a second name).

@@ -1,15 +1,14 @@
 //! Executing the directives of one `.wast` file against a fresh engine and
 //! store.
 
+use super::failures::FileResult;
 use super::values;
+use super::wast_file::{run_directives, unsupported};
 use std::collections::HashMap;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use wasmtime::error::Context as _;
 use wasmtime::*;
-use wast::lexer::Lexer;
-use wast::parser::{self, ParseBuffer};
-use wast::{QuoteWat, QuoteWatTest, Wast, WastDirective, WastExecute, WastInvoke};
+use wast::{QuoteWat, QuoteWatTest, WastDirective, WastExecute, WastInvoke};
 
 /// Whether every module goes through a precompiled artifact
 /// (`Engine::precompile_module`, then `Module::deserialize` or, for every
@@ -42,103 +41,15 @@ fn compile(engine: &Engine, bytes: &[u8]) -> Result<Module> {
     module
 }
 
-/// One directive that did not behave as the file says.
-pub struct Failure {
-    pub line: usize,
-    pub col: usize,
-    pub directive: &'static str,
-    pub reason: String,
-}
-
-/// What running one file produced: its failing directives, or why it could
-/// not be run at all.
-pub enum FileResult {
-    Ran(Vec<Failure>),
-    Broken(String),
-}
-
 /// Runs every directive of `text` with an engine built from `config`.
-/// Directives go on after a failure so that one report shows all of them;
-/// only a panic stops the file, since the store may then be inconsistent.
 pub fn run_file(name: &str, text: &str, config: &Config) -> FileResult {
-    let mut lexer = Lexer::new(text);
-    // `names.wast` deliberately uses confusable unicode in identifiers.
-    lexer.allow_confusing_unicode(true);
-    let with_location = |mut e: wast::Error| {
-        e.set_path(name.as_ref());
-        e.set_text(text);
-        e.to_string()
-    };
-    let buf = match ParseBuffer::new_with_lexer(lexer) {
-        Ok(buf) => buf,
-        Err(e) => return FileResult::Broken(with_location(e)),
-    };
-    let wast = match parser::parse::<Wast<'_>>(&buf) {
-        Ok(wast) => wast,
-        Err(e) => return FileResult::Broken(with_location(e)),
-    };
     let mut runner = match Runner::new(config) {
         Ok(runner) => runner,
         Err(e) => return FileResult::Broken(format!("cannot set up the engine: {e:#}")),
     };
-
-    let mut failures = Vec::new();
-    let total = wast.directives.len();
-    for (i, directive) in wast.directives.into_iter().enumerate() {
-        let (line, col) = directive.span().linecol_in(text);
-        let kind = directive_name(&directive);
-        let mut fail = |reason: String| {
-            failures.push(Failure {
-                line: line + 1,
-                col: col + 1,
-                directive: kind,
-                reason,
-            })
-        };
-        match catch_unwind(AssertUnwindSafe(|| runner.run(directive))) {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => fail(format!("{e:#}")),
-            Err(payload) => {
-                fail(format!(
-                    "panicked: {}; the remaining {} directives were not run",
-                    panic_message(&*payload),
-                    total - i - 1
-                ));
-                break;
-            }
-        }
-    }
-    FileResult::Ran(failures)
-}
-
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "<non-string panic payload>".to_string())
-}
-
-fn directive_name(d: &WastDirective<'_>) -> &'static str {
-    match d {
-        WastDirective::Module(_) => "module",
-        WastDirective::ModuleDefinition(_) => "module definition",
-        WastDirective::ModuleInstance { .. } => "module instance",
-        WastDirective::AssertMalformed { .. } => "assert_malformed",
-        WastDirective::AssertInvalid { .. } => "assert_invalid",
-        WastDirective::Register { .. } => "register",
-        WastDirective::Invoke(_) => "invoke",
-        WastDirective::AssertTrap { .. } => "assert_trap",
-        WastDirective::AssertReturn { .. } => "assert_return",
-        WastDirective::AssertExhaustion { .. } => "assert_exhaustion",
-        WastDirective::AssertUnlinkable { .. } => "assert_unlinkable",
-        WastDirective::AssertException { .. } => "assert_exception",
-        WastDirective::AssertSuspension { .. } => "assert_suspension",
-        WastDirective::AssertInvalidCustom { .. } => "assert_invalid_custom",
-        WastDirective::AssertMalformedCustom { .. } => "assert_malformed_custom",
-        WastDirective::Thread(_) => "thread",
-        WastDirective::Wait { .. } => "wait",
-    }
+    run_directives(name, text, |directive| {
+        runner.run(directive).map_err(|e| format!("{e:#}"))
+    })
 }
 
 /// The result of an action: values, or the error that stopped it (a trap,
@@ -286,14 +197,7 @@ impl Runner {
                     Err(e) => expect_message(&e, message)?,
                 }
             }
-            other @ (WastDirective::AssertException { .. }
-            | WastDirective::AssertSuspension { .. }
-            | WastDirective::AssertInvalidCustom { .. }
-            | WastDirective::AssertMalformedCustom { .. }
-            | WastDirective::Thread(_)
-            | WastDirective::Wait { .. }) => {
-                bail!("unsupported directive `{}`", directive_name(&other))
-            }
+            other => bail!("{}", unsupported(&other)),
         }
         Ok(())
     }
@@ -431,37 +335,4 @@ fn mentions(actual: &str, expected: &str) -> bool {
             .any(|(spec, ours)| expected == *spec && actual.contains(ours))
 }
 
-/// The `spectest` module that the testsuite imports from.
-fn define_spectest(linker: &mut Linker<()>, store: &mut Store<()>) -> Result<()> {
-    // The print functions only have to exist with the right types; their
-    // output is not checked, and would interleave across worker threads.
-    linker.func_wrap("spectest", "print", || {})?;
-    linker.func_wrap("spectest", "print_i32", |_: i32| {})?;
-    linker.func_wrap("spectest", "print_i64", |_: i64| {})?;
-    linker.func_wrap("spectest", "print_f32", |_: f32| {})?;
-    linker.func_wrap("spectest", "print_f64", |_: f64| {})?;
-    linker.func_wrap("spectest", "print_i32_f32", |_: i32, _: f32| {})?;
-    linker.func_wrap("spectest", "print_f64_f64", |_: f64, _: f64| {})?;
-
-    let globals = [
-        ("global_i32", ValType::I32, Val::I32(666)),
-        ("global_i64", ValType::I64, Val::I64(666)),
-        ("global_f32", ValType::F32, Val::F32(666.6f32.to_bits())),
-        ("global_f64", ValType::F64, Val::F64(666.6f64.to_bits())),
-    ];
-    for (name, ty, value) in globals {
-        let global = Global::new(&mut *store, GlobalType::new(ty, Mutability::Const), value)?;
-        linker.define(&*store, "spectest", name, global)?;
-    }
-
-    let table = Table::new(
-        &mut *store,
-        TableType::new(RefType::FUNCREF, 10, Some(20)),
-        Ref::Func(None),
-    )?;
-    linker.define(&*store, "spectest", "table", table)?;
-
-    let memory = Memory::new(&mut *store, MemoryType::new(1, Some(2)))?;
-    linker.define(&*store, "spectest", "memory", memory)?;
-    Ok(())
-}
+super::spectest::spectest!(wasmtime);

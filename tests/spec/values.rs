@@ -1,6 +1,7 @@
 //! Converting wast constants into `Val`s and matching results against the
 //! expected patterns of `assert_return`.
 
+use super::core_values::{f32_matches, f64_matches, lanes, null_type_is, v128_matches};
 use std::fmt::Write as _;
 use wasmtime::*;
 use wast::core::{AbstractHeapType, HeapType, NanPattern, V128Const, V128Pattern};
@@ -75,22 +76,17 @@ fn matches(store: &Store<()>, actual: &Val, expected: &WastRetCore<'_>) -> Resul
         (WastRetCore::V128(e), Val::V128(a)) => v128_matches(e, a.as_u128()),
         (WastRetCore::RefNull(ty), Val::FuncRef(f)) => {
             f.is_none()
-                && match ty.as_ref().map(abstract_heap_type) {
-                    None => true,
-                    Some(ty) => {
-                        matches!(ty, Some(AbstractHeapType::Func | AbstractHeapType::NoFunc))
-                    }
-                }
+                && null_type_is(
+                    ty.as_ref(),
+                    &[AbstractHeapType::Func, AbstractHeapType::NoFunc],
+                )
         }
         (WastRetCore::RefNull(ty), Val::ExternRef(r)) => {
             r.is_none()
-                && match ty.as_ref().map(abstract_heap_type) {
-                    None => true,
-                    Some(ty) => matches!(
-                        ty,
-                        Some(AbstractHeapType::Extern | AbstractHeapType::NoExtern)
-                    ),
-                }
+                && null_type_is(
+                    ty.as_ref(),
+                    &[AbstractHeapType::Extern, AbstractHeapType::NoExtern],
+                )
         }
         // The index in `(ref.func $f)` cannot be observed through the
         // embedding API, so any non-null function reference matches.
@@ -108,59 +104,6 @@ fn extern_payload(store: &Store<()>, r: &Rooted<ExternRef>) -> Result<Option<u32
     Ok(r.data(store)?
         .and_then(|d| d.downcast_ref::<u32>())
         .copied())
-}
-
-fn f32_matches(expected: &NanPattern<wast::token::F32>, bits: u32) -> bool {
-    match expected {
-        NanPattern::CanonicalNan => bits & 0x7fff_ffff == 0x7fc0_0000,
-        NanPattern::ArithmeticNan => bits & 0x7fc0_0000 == 0x7fc0_0000,
-        // A NaN literal with an explicit payload must match bit for bit.
-        NanPattern::Value(e) => e.bits == bits,
-    }
-}
-
-fn f64_matches(expected: &NanPattern<wast::token::F64>, bits: u64) -> bool {
-    match expected {
-        NanPattern::CanonicalNan => bits & 0x7fff_ffff_ffff_ffff == 0x7ff8_0000_0000_0000,
-        NanPattern::ArithmeticNan => bits & 0x7ff8_0000_0000_0000 == 0x7ff8_0000_0000_0000,
-        NanPattern::Value(e) => e.bits == bits,
-    }
-}
-
-fn v128_matches(expected: &V128Pattern, actual: u128) -> bool {
-    let bytes = actual.to_le_bytes();
-    match expected {
-        V128Pattern::I8x16(e) => e.iter().zip(bytes).all(|(e, a)| *e as u8 == a),
-        V128Pattern::I16x8(e) => e
-            .iter()
-            .zip(lanes::<2>(&bytes))
-            .all(|(e, a)| *e as u16 as u64 == a),
-        V128Pattern::I32x4(e) => e
-            .iter()
-            .zip(lanes::<4>(&bytes))
-            .all(|(e, a)| *e as u32 as u64 == a),
-        V128Pattern::I64x2(e) => e
-            .iter()
-            .zip(lanes::<8>(&bytes))
-            .all(|(e, a)| *e as u64 == a),
-        V128Pattern::F32x4(e) => e
-            .iter()
-            .zip(lanes::<4>(&bytes))
-            .all(|(e, a)| f32_matches(e, a as u32)),
-        V128Pattern::F64x2(e) => e
-            .iter()
-            .zip(lanes::<8>(&bytes))
-            .all(|(e, a)| f64_matches(e, a)),
-    }
-}
-
-/// Splits a little-endian vector into lanes of `N` bytes.
-fn lanes<const N: usize>(bytes: &[u8; 16]) -> impl Iterator<Item = u64> + '_ {
-    bytes.chunks(N).map(|lane| {
-        let mut wide = [0u8; 8];
-        wide[..N].copy_from_slice(lane);
-        u64::from_le_bytes(wide)
-    })
 }
 
 fn describe_expected(expected: &WastRetCore<'_>) -> String {

