@@ -174,26 +174,13 @@ impl Component {
 /// arguments. It never happens unless the translator and this runtime
 /// disagree about the ABI, which must be an error, not a guess.
 fn check_lowering_signatures(info: &ComponentInfo) -> Result<()> {
-    use wasmtime_environ::WasmValType as W;
-    let same = |flat: &[FlatTy], core: &[W]| {
-        flat.len() == core.len()
-            && flat.iter().zip(core).all(|pair| {
-                matches!(
-                    pair,
-                    (FlatTy::I32, W::I32)
-                        | (FlatTy::I64, W::I64)
-                        | (FlatTy::F32, W::F32)
-                        | (FlatTy::F64, W::F64)
-                )
-            })
-    };
     for t in &info.trampolines {
         if let TrampolineKind::LowerImport { ty, .. } = &t.kind {
             let params: Vec<_> = ty.params.iter().map(|(_, p)| p.clone()).collect();
-            if !same(
+            if !flat_matches_core(
                 &abi::core_params_lower(&params, &ty.results),
                 &t.core_ty.params,
-            ) || !same(&abi::core_results_lower(&ty.results), &t.core_ty.results)
+            ) || !flat_matches_core(&abi::core_results_lower(&ty.results), &t.core_ty.results)
             {
                 bail!(
                     "the core signature of a lowered import ({:?} -> {:?}) disagrees with the canonical ABI of its type",
@@ -204,6 +191,22 @@ fn check_lowering_signatures(info: &ComponentInfo) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether the canonical ABI's flat types `flat` are exactly the core
+/// types `core`.
+pub(crate) fn flat_matches_core(flat: &[FlatTy], core: &[wasmtime_environ::WasmValType]) -> bool {
+    use wasmtime_environ::WasmValType as W;
+    flat.len() == core.len()
+        && flat.iter().zip(core).all(|pair| {
+            matches!(
+                pair,
+                (FlatTy::I32, W::I32)
+                    | (FlatTy::I64, W::I64)
+                    | (FlatTy::F32, W::F32)
+                    | (FlatTy::F64, W::F64)
+            )
+        })
 }
 
 impl std::fmt::Debug for Component {

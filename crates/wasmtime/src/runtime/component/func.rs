@@ -83,9 +83,8 @@ impl Func {
                 results.len()
             );
         }
-        let param_tys: Vec<_> = func.ty.params.iter().map(|(_, t)| t.clone()).collect();
         data.resources().enter_call();
-        let result = self.call_in_scope(&mut store, &func, &data, &param_tys, params, results);
+        let result = self.call_in_scope(&mut store, &func, &data, params, results);
         match &result {
             Ok(()) => data.resources().exit_call()?,
             Err(_) => data.resources().abandon_call(),
@@ -100,7 +99,6 @@ impl Func {
         store: &mut crate::StoreContextMut<'_, T>,
         func: &LiftedFunc,
         data: &std::sync::Arc<super::instance::InstanceData>,
-        param_tys: &[super::types::InterfaceType],
         params: &[Val],
         results: &mut [Val],
     ) -> Result<()> {
@@ -112,14 +110,17 @@ impl Func {
         flags.set(&mut store, crate::Val::I32(0))?;
         let core_args = {
             let mut cx = StoreCx::new(store.as_context_mut(), data, func.options)?;
-            abi::lower_export_args(&mut cx, param_tys, params)
+            abi::lower_export_args(&mut cx, &func.param_tys, params)
         };
         flags.set(&mut store, crate::Val::I32(1))?;
         let core_args = core_args?;
 
-        let core_ty = func.core.ty(&store);
-        check_core_signature(func, param_tys, &core_ty)?;
-        let mut core_results: Vec<crate::Val> = core_ty.results().map(|t| zero(&t)).collect();
+        if !func.core_signature_matches {
+            bail!(
+                "the core function of this export has a signature that disagrees with the canonical ABI of its type"
+            );
+        }
+        let mut core_results = func.core_results.to_vec();
         func.core.call(&mut store, &core_args, &mut core_results)?;
 
         let lifted = {
@@ -170,47 +171,5 @@ impl Func {
     #[doc(hidden)]
     pub fn post_return(&self, _store: impl AsContextMut) -> Result<()> {
         Ok(())
-    }
-}
-
-/// Checks that the exported core function has the signature the canonical
-/// ABI derives from the function's type: lifting reads the core results by
-/// that signature, so a disagreement must be an error, never a misread.
-fn check_core_signature(
-    func: &LiftedFunc,
-    params: &[super::types::InterfaceType],
-    core_ty: &crate::FuncType,
-) -> Result<()> {
-    let same = |flat: Vec<abi::FlatTy>, core: Vec<crate::ValType>| {
-        flat.len() == core.len()
-            && flat.iter().zip(&core).all(|pair| {
-                matches!(
-                    pair,
-                    (abi::FlatTy::I32, crate::ValType::I32)
-                        | (abi::FlatTy::I64, crate::ValType::I64)
-                        | (abi::FlatTy::F32, crate::ValType::F32)
-                        | (abi::FlatTy::F64, crate::ValType::F64)
-                )
-            })
-    };
-    if !same(abi::core_params_lift(params), core_ty.params().collect())
-        || !same(
-            abi::core_results_lift(&func.ty.results),
-            core_ty.results().collect(),
-        )
-    {
-        bail!(
-            "the core function of this export has a signature that disagrees with the canonical ABI of its type"
-        );
-    }
-    Ok(())
-}
-
-fn zero(ty: &crate::ValType) -> crate::Val {
-    match ty {
-        crate::ValType::I64 => crate::Val::I64(0),
-        crate::ValType::F32 => crate::Val::F32(0),
-        crate::ValType::F64 => crate::Val::F64(0),
-        _ => crate::Val::I32(0),
     }
 }

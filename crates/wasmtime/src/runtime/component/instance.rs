@@ -16,7 +16,7 @@
 //! generated for a component beyond its core modules.
 
 use super::abi::{self, AbiCx};
-use super::compiled::{Component, ComponentExportIndex};
+use super::compiled::{Component, ComponentExportIndex, flat_matches_core};
 use super::func::Func;
 use super::info::{
     CoreDef, CoreEntity, CoreExport, CoreExportItem, ExportItem, Initializer, StringEncoding,
@@ -127,8 +127,52 @@ impl InstanceData {
 #[derive(Clone)]
 pub(crate) struct LiftedFunc {
     pub ty: Arc<super::types::FuncTy>,
+    /// The parameters' types, in order.
+    pub param_tys: Arc<[super::types::InterfaceType]>,
     pub core: crate::Func,
+    /// Zeroed slots for the core results, as many and of the types the
+    /// core function returns.
+    pub core_results: Arc<[crate::Val]>,
+    /// Whether the core function's signature is the one the canonical ABI
+    /// derives from `ty`: lifting reads the core results by that
+    /// signature, so a call of a mismatched one is refused, never misread.
+    pub core_signature_matches: bool,
     pub options: usize,
+}
+
+impl LiftedFunc {
+    fn new<T: 'static>(
+        store: &StoreContextMut<'_, T>,
+        ty: &Arc<super::types::FuncTy>,
+        core: crate::Func,
+        options: usize,
+    ) -> LiftedFunc {
+        let param_tys: Arc<[_]> = ty.params.iter().map(|(_, t)| t.clone()).collect();
+        let core_ty = core.ty(store);
+        let wasm = |tys: &mut dyn Iterator<Item = crate::ValType>| {
+            tys.map(|t| t.to_wasm()).collect::<Result<Vec<_>>>()
+        };
+        let core_signature_matches =
+            match (wasm(&mut core_ty.params()), wasm(&mut core_ty.results())) {
+                (Ok(params), Ok(results)) => {
+                    flat_matches_core(&abi::core_params_lift(&param_tys), &params)
+                        && flat_matches_core(&abi::core_results_lift(&ty.results), &results)
+                }
+                _ => false,
+            };
+        let core_results = core_ty
+            .results()
+            .map(|t| crate::Val::default_for_ty(&t).unwrap_or(crate::Val::I32(0)))
+            .collect();
+        LiftedFunc {
+            ty: ty.clone(),
+            param_tys,
+            core,
+            core_results,
+            core_signature_matches,
+            options,
+        }
+    }
 }
 
 /// A component whose imports are resolved and type-checked, ready to be
@@ -381,14 +425,17 @@ impl<T: 'static> Instantiation<'_, T> {
                 let Definition::Func(host, _) = &self.imports[import] else {
                     bail!("a lowered import is not a function");
                 };
-                let host = host.clone();
-                let func_ty = func_ty.clone();
-                let options = *options;
+                let lowering = Lowering {
+                    host: host.clone(),
+                    params: func_ty.params.iter().map(|(_, t)| t.clone()).collect(),
+                    ty: func_ty.clone(),
+                    options: *options,
+                };
                 crate::Func::new(
                     &mut *store,
                     ty,
                     move |mut caller: Caller<'_, T>, args, results| {
-                        call_host(&mut caller, &data, &func_ty, options, &*host, args, results)
+                        call_host(&mut caller, &data, &lowering, args, results)
                     },
                 )
             }
@@ -563,26 +610,40 @@ fn core_export<T>(
     }
 }
 
+/// A lowered import: the host function behind it and what calling it
+/// needs, fixed when the trampoline is made.
+struct Lowering<T: 'static> {
+    host: Arc<super::linker::HostFn<T>>,
+    ty: Arc<super::types::FuncTy>,
+    /// The parameters' types, in order.
+    params: Arc<[super::types::InterfaceType]>,
+    options: usize,
+}
+
 /// A guest's call of a host import: checks that the caller may leave,
 /// lifts the arguments, calls the host and lowers its results.
 fn call_host<T>(
     caller: &mut Caller<'_, T>,
     data: &Arc<InstanceData>,
-    ty: &Arc<super::types::FuncTy>,
-    options: usize,
-    host: &super::linker::HostFn<T>,
+    lowering: &Lowering<T>,
     args: &[crate::Val],
     results: &mut [crate::Val],
 ) -> Result<()> {
+    let Lowering {
+        host,
+        ty,
+        params,
+        options,
+    } = lowering;
+    let options = *options;
     let opts = &data.component.inner.info.options[options];
     let flags = data.flags[opts.instance];
     if flags.get(&mut caller.store).i32() != Some(MAY_LEAVE) {
         bail!("cannot leave component instance");
     }
-    let params: Vec<_> = ty.params.iter().map(|(_, t)| t.clone()).collect();
     let (vals, lent, loans) = {
         let mut cx = StoreCx::new(caller.store.as_context_mut(), data, options)?;
-        let lifted = abi::lift_import_args(&mut cx, &params, args);
+        let lifted = abi::lift_import_args(&mut cx, params, args);
         let (lent, loans) = (
             std::mem::take(&mut cx.lent),
             std::mem::take(&mut cx.host_loans),
@@ -590,7 +651,7 @@ fn call_host<T>(
         match lifted {
             Ok(vals) => (vals, lent, loans),
             Err(e) => {
-                end_host_loans(data, &loans);
+                end_loans(data, &loans);
                 return Err(e);
             }
         }
@@ -606,7 +667,7 @@ fn call_host<T>(
     for alive in lent {
         alive.store(false, std::sync::atomic::Ordering::Release);
     }
-    end_host_loans(data, &loans);
+    end_loans(data, &loans);
     called?;
     // While the results are written into the caller (its realloc may run),
     // it must not call out again.
@@ -619,10 +680,10 @@ fn call_host<T>(
     lowered
 }
 
-fn end_host_loans(data: &InstanceData, loans: &[(usize, u32)]) {
+fn end_loans(data: &InstanceData, loans: &[(usize, u32)]) {
     let mut resources = data.resources();
     for (instance, index) in loans {
-        resources.end_host_loan(*instance, *index);
+        resources.end_loan(*instance, *index);
     }
 }
 
@@ -788,6 +849,21 @@ impl Instance {
         &store.component_instances[self.index as usize]
     }
 
+    /// The export `name` names, with the instance's state.
+    fn export_item(
+        &self,
+        store: &crate::runtime::store::StoreOpaque,
+        name: impl InstanceExportLookup,
+    ) -> Option<(Arc<InstanceData>, ExportItem)> {
+        let data = self.data(store).clone();
+        let index = ComponentExportIndex {
+            component: data.component.inner.clone(),
+            path: name.path(&data.component)?,
+        };
+        let item = index.item()?.clone();
+        Some((data, item))
+    }
+
     /// The exported function `name` (a name, or a [`ComponentExportIndex`]
     /// for a function inside an exported instance); `None` if there is no
     /// such function.
@@ -801,13 +877,8 @@ impl Instance {
         name: impl InstanceExportLookup,
     ) -> Option<Func> {
         let mut store = store.as_context_mut();
-        let data = self.data(&store.0.opaque).clone();
-        let path = name.path(&data.component)?;
-        let index = ComponentExportIndex {
-            component: data.component.inner.clone(),
-            path,
-        };
-        let ExportItem::Func { ty, func, options } = index.item()? else {
+        let (data, item) = self.export_item(&store.0.opaque, name)?;
+        let ExportItem::Func { ty, func, options } = &item else {
             return None;
         };
         let core = data.core_instances.get()?;
@@ -817,11 +888,7 @@ impl Instance {
         };
         let mut funcs = data.funcs.lock().unwrap_or_else(|e| e.into_inner());
         let func_index = u32::try_from(funcs.len()).ok()?;
-        funcs.push(LiftedFunc {
-            ty: ty.clone(),
-            core: core_func,
-            options: *options,
-        });
+        funcs.push(LiftedFunc::new(&store, ty, core_func, *options));
         Some(Func {
             store: self.store,
             instance: self.index,
@@ -866,14 +933,9 @@ impl Instance {
         name: impl InstanceExportLookup,
     ) -> Option<crate::Module> {
         let store = store.as_context_mut();
-        let data = self.data(&store.0.opaque);
-        let path = name.path(&data.component)?;
-        let index = ComponentExportIndex {
-            component: data.component.inner.clone(),
-            path,
-        };
-        match index.item()? {
-            ExportItem::Module(m) => Some(data.component.inner.modules[*m].clone()),
+        let (data, item) = self.export_item(&store.0.opaque, name)?;
+        match item {
+            ExportItem::Module(m) => Some(data.component.inner.modules[m].clone()),
             _ => None,
         }
     }
@@ -891,15 +953,10 @@ impl Instance {
         name: impl InstanceExportLookup,
     ) -> Option<ResourceType> {
         let store = store.as_context_mut();
-        let data = self.data(&store.0.opaque);
-        let path = name.path(&data.component)?;
-        let index = ComponentExportIndex {
-            component: data.component.inner.clone(),
-            path,
-        };
-        match index.item()? {
+        let (data, item) = self.export_item(&store.0.opaque, name)?;
+        match item {
             ExportItem::Resource(table) => {
-                let t = data.component.inner.info.resource_tables.get(table)?;
+                let t = data.component.inner.info.resource_tables.get(&table)?;
                 data.resource_types.get(t.resource).copied()
             }
             _ => None,

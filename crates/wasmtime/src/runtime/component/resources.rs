@@ -439,18 +439,7 @@ impl ResourceState {
     ) -> Result<Option<u32>> {
         let table = &mut self.tables[instance];
         match table.get(index)? {
-            Slot::Own {
-                resource: r,
-                rep,
-                loans,
-            } => {
-                check_type(index, r, resource)?;
-                if loans != 0 {
-                    bail!("cannot remove owned resource while borrowed");
-                }
-                table.remove(index);
-                Ok(Some(rep))
-            }
+            Slot::Own { .. } => self.take_own(instance, resource, index).map(Some),
             Slot::Borrow {
                 resource: r, scope, ..
             } => {
@@ -472,24 +461,8 @@ impl ResourceState {
         index: u32,
         to: usize,
     ) -> Result<u32> {
-        let table = &mut self.tables[from];
-        let (resource, rep) = match table.get(index)? {
-            Slot::Own {
-                resource,
-                rep,
-                loans,
-            } => {
-                check_type(index, resource, from_resource)?;
-                if loans != 0 {
-                    bail!("cannot remove owned resource while borrowed");
-                }
-                (resource, rep)
-            }
-            Slot::Borrow { .. } => bail!("handle index {index} is a borrow, not an owned handle"),
-            Slot::Free => unreachable!("get() refuses free slots"),
-        };
-        table.remove(index);
-        self.new_own(to, resource, rep)
+        let rep = self.take_own(from, from_resource, index)?;
+        self.new_own(to, from_resource, rep)
     }
 
     /// Lends a handle of `from`'s table to `to` for the current call. The
@@ -560,7 +533,7 @@ impl ResourceState {
 
     /// Lends a handle of `instance`'s table to the host for one call: its
     /// representation, with a loan counted on an owned handle until
-    /// [`ResourceState::end_host_loan`].
+    /// [`ResourceState::end_loan`].
     pub(crate) fn lend_to_host(
         &mut self,
         instance: usize,
@@ -587,8 +560,9 @@ impl ResourceState {
         }
     }
 
-    /// Ends a loan that [`ResourceState::lend_to_host`] counted.
-    pub(crate) fn end_host_loan(&mut self, instance: usize, index: u32) {
+    /// Ends a loan on an owned handle (one that
+    /// [`ResourceState::lend_to_host`] or a borrow transfer counted).
+    pub(crate) fn end_loan(&mut self, instance: usize, index: u32) {
         if let Ok(Slot::Own { loans, .. }) = self.tables[instance].get_mut(index) {
             *loans -= 1;
         }
@@ -615,9 +589,7 @@ impl ResourceState {
     pub(crate) fn abandon_call(&mut self) {
         if let Some(scope) = self.scopes.pop() {
             for (instance, index) in scope.lenders {
-                if let Ok(Slot::Own { loans, .. }) = self.tables[instance].get_mut(index) {
-                    *loans -= 1;
-                }
+                self.end_loan(instance, index);
             }
         }
     }
@@ -637,9 +609,7 @@ impl ResourceState {
             bail!("borrow handles still remain at the end of the call");
         }
         for (instance, index) in scope.lenders {
-            if let Ok(Slot::Own { loans, .. }) = self.tables[instance].get_mut(index) {
-                *loans -= 1;
-            }
+            self.end_loan(instance, index);
         }
         Ok(())
     }

@@ -409,11 +409,7 @@ where
     Return: ComponentNamedList + Lift,
 {
     pub(crate) fn new(store: impl AsContext, func: Func) -> Result<Self> {
-        let ty = func.ty(store);
-        Params::typecheck(&list_type(ty.ty.params.iter().map(|(_, t)| t.clone())))
-            .map_err(|e| e.context("type mismatch with parameters"))?;
-        Return::typecheck(&list_type(ty.ty.results.iter().cloned()))
-            .map_err(|e| e.context("type mismatch with results"))?;
+        typecheck_signature::<Params, Return>(&func.ty(store).ty)?;
         Ok(TypedFunc {
             func,
             _types: PhantomData,
@@ -461,11 +457,18 @@ pub(crate) type TypeCheck = Arc<dyn Fn(&super::types::FuncTy) -> Result<()> + Se
 
 /// The type check of a host function taking `Params` and returning
 /// `Return`.
-pub(crate) fn host_check<Params: ComponentType, Return: ComponentType>() -> TypeCheck {
-    Arc::new(|ty| {
-        Params::typecheck(&list_type(ty.params.iter().map(|(_, t)| t.clone())))
-            .map_err(|e| e.context("type mismatch with parameters"))?;
-        Return::typecheck(&list_type(ty.results.iter().cloned()))
-            .map_err(|e| e.context("type mismatch with results"))
-    })
+pub(crate) fn host_check<Params: ComponentType + 'static, Return: ComponentType + 'static>()
+-> TypeCheck {
+    Arc::new(typecheck_signature::<Params, Return>)
+}
+
+/// Checks `Params` and `Return` against a function type's parameters and
+/// results.
+fn typecheck_signature<Params: ComponentType, Return: ComponentType>(
+    ty: &super::types::FuncTy,
+) -> Result<()> {
+    Params::typecheck(&list_type(ty.params.iter().map(|(_, t)| t.clone())))
+        .map_err(|e| e.context("type mismatch with parameters"))?;
+    Return::typecheck(&list_type(ty.results.iter().cloned()))
+        .map_err(|e| e.context("type mismatch with results"))
 }
