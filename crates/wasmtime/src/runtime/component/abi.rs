@@ -208,7 +208,7 @@ fn variant_layout(cases: Cases<'_>) -> VariantLayout {
     }
 }
 
-fn record_layout<'a>(fields: impl Iterator<Item = &'a InterfaceType>) -> Layout {
+pub(crate) fn record_layout<'a>(fields: impl Iterator<Item = &'a InterfaceType>) -> Layout {
     let mut size = 0;
     let mut align = 1;
     for f in fields {
@@ -260,7 +260,7 @@ pub(crate) fn layout(ty: &InterfaceType) -> Layout {
 }
 
 /// Bumps `offset` past the next field of layout `l`; returns the field's offset.
-fn next_field(offset: &mut u64, l: Layout) -> u64 {
+pub(crate) fn next_field(offset: &mut u64, l: Layout) -> u64 {
     let align = u64::from(l.align);
     let start = offset.div_ceil(align) * align;
     *offset = start + u64::from(l.size);
@@ -328,7 +328,7 @@ pub(crate) fn flat_count(ty: &InterfaceType) -> usize {
     }
 }
 
-fn flat_count_all(types: &[InterfaceType]) -> usize {
+pub(crate) fn flat_count_all(types: &[InterfaceType]) -> usize {
     types.iter().map(flat_count).sum()
 }
 
@@ -399,37 +399,37 @@ fn core_mismatch(want: FlatTy, got: &CoreVal) -> anyhow::Error {
     )
 }
 
-fn next_core<'a>(src: &mut std::slice::Iter<'a, CoreVal>) -> Result<&'a CoreVal> {
+pub(crate) fn next_core<'a>(src: &mut std::slice::Iter<'a, CoreVal>) -> Result<&'a CoreVal> {
     src.next()
         .ok_or_else(|| anyhow!("too few core values for the lifted type"))
 }
 
-fn next_i32(src: &mut std::slice::Iter<'_, CoreVal>) -> Result<i32> {
+pub(crate) fn next_i32(src: &mut std::slice::Iter<'_, CoreVal>) -> Result<i32> {
     match next_core(src)? {
         CoreVal::I32(x) => Ok(*x),
         other => Err(core_mismatch(FlatTy::I32, other)),
     }
 }
 
-fn next_u32(src: &mut std::slice::Iter<'_, CoreVal>) -> Result<u32> {
+pub(crate) fn next_u32(src: &mut std::slice::Iter<'_, CoreVal>) -> Result<u32> {
     next_i32(src).map(|x| x as u32)
 }
 
-fn next_i64(src: &mut std::slice::Iter<'_, CoreVal>) -> Result<i64> {
+pub(crate) fn next_i64(src: &mut std::slice::Iter<'_, CoreVal>) -> Result<i64> {
     match next_core(src)? {
         CoreVal::I64(x) => Ok(*x),
         other => Err(core_mismatch(FlatTy::I64, other)),
     }
 }
 
-fn next_f32(src: &mut std::slice::Iter<'_, CoreVal>) -> Result<u32> {
+pub(crate) fn next_f32(src: &mut std::slice::Iter<'_, CoreVal>) -> Result<u32> {
     match next_core(src)? {
         CoreVal::F32(x) => Ok(*x),
         other => Err(core_mismatch(FlatTy::F32, other)),
     }
 }
 
-fn next_f64(src: &mut std::slice::Iter<'_, CoreVal>) -> Result<u64> {
+pub(crate) fn next_f64(src: &mut std::slice::Iter<'_, CoreVal>) -> Result<u64> {
     match next_core(src)? {
         CoreVal::F64(x) => Ok(*x),
         other => Err(core_mismatch(FlatTy::F64, other)),
@@ -471,13 +471,13 @@ fn coerce_for_lower(v: CoreVal, joined: FlatTy) -> Result<CoreVal> {
 // ---------------------------------------------------------------------------
 // Memory access
 
-fn mem_len(cx: &mut dyn AbiCx) -> Result<u64> {
+pub(crate) fn mem_len(cx: &mut dyn AbiCx) -> Result<u64> {
     Ok(cx.memory()?.len() as u64)
 }
 
 /// Bounds-checked view of `len` bytes at `off`. Callers check bounds with
 /// their own messages first; this only keeps a logic error from panicking.
-fn mem_range(mem: &mut [u8], off: u64, len: u64) -> Result<&mut [u8]> {
+pub(crate) fn mem_range(mem: &mut [u8], off: u64, len: u64) -> Result<&mut [u8]> {
     usize::try_from(off)
         .ok()
         .zip(usize::try_from(len).ok())
@@ -485,24 +485,24 @@ fn mem_range(mem: &mut [u8], off: u64, len: u64) -> Result<&mut [u8]> {
         .ok_or_else(|| anyhow!("pointer out of bounds of memory"))
 }
 
-fn read<const N: usize>(cx: &mut dyn AbiCx, off: u64) -> Result<[u8; N]> {
+pub(crate) fn read<const N: usize>(cx: &mut dyn AbiCx, off: u64) -> Result<[u8; N]> {
     let bytes = mem_range(cx.memory()?, off, N as u64)?;
     let mut out = [0; N];
     out.copy_from_slice(bytes);
     Ok(out)
 }
 
-fn read_u32(cx: &mut dyn AbiCx, off: u64) -> Result<u32> {
+pub(crate) fn read_u32(cx: &mut dyn AbiCx, off: u64) -> Result<u32> {
     read::<4>(cx, off).map(u32::from_le_bytes)
 }
 
-fn write(cx: &mut dyn AbiCx, off: u64, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write(cx: &mut dyn AbiCx, off: u64, bytes: &[u8]) -> Result<()> {
     mem_range(cx.memory()?, off, bytes.len() as u64)?.copy_from_slice(bytes);
     Ok(())
 }
 
 /// Calls the guest's `realloc` and checks what it returned.
-fn realloc(
+pub(crate) fn realloc(
     cx: &mut dyn AbiCx,
     old_ptr: u32,
     old_size: u32,
@@ -523,7 +523,7 @@ fn realloc(
 }
 
 /// Checks a pointer to a whole value (params, results) before it is used.
-fn check_pointer(
+pub(crate) fn check_pointer(
     cx: &mut dyn AbiCx,
     ptr: u32,
     l: Layout,
@@ -539,10 +539,190 @@ fn check_pointer(
     Ok(())
 }
 
+/// Reads a variant-like value's discriminant and its payload slots from
+/// flat core values: the slots are taken as a block (what the chosen case
+/// does not use is padding, never looked at), and the ones it uses come
+/// back as the types that case flattens to.
+pub(crate) fn read_flat_case(
+    ty: &InterfaceType,
+    src: &mut std::slice::Iter<'_, CoreVal>,
+) -> Result<(u32, Vec<CoreVal>)> {
+    let cases = Cases::of(ty).ok_or_else(|| not_variant(ty))?;
+    let slot_count = flat_count(ty) - 1;
+    let disc = next_u32(src)?;
+    if disc as usize >= cases.len() {
+        return Err(discriminant_error(disc, cases.len()));
+    }
+    let slots = src
+        .as_slice()
+        .get(..slot_count)
+        .ok_or_else(|| anyhow!("too few core values for the lifted type"))?;
+    if let Some(last) = slots.len().checked_sub(1) {
+        src.nth(last);
+    }
+    let vals = match cases.payload(disc as usize) {
+        None => Vec::new(),
+        Some(t) => {
+            let mut want = Vec::new();
+            flatten(t, &mut want);
+            slots
+                .iter()
+                .zip(&want)
+                .map(|(v, &w)| coerce_for_lift(v, w))
+                .collect::<Result<Vec<_>>>()?
+        }
+    };
+    Ok((disc, vals))
+}
+
+fn not_variant(ty: &InterfaceType) -> anyhow::Error {
+    anyhow!("`{}` is not a variant type", ty_desc(ty))
+}
+
+/// The payload type of case `disc` of a variant-like type, if it has one.
+pub(crate) fn case_payload(ty: &InterfaceType, disc: u32) -> Option<&InterfaceType> {
+    Cases::of(ty)?.payload(disc as usize)
+}
+
+/// Ends the flat lowering of a variant-like value whose discriminant was
+/// pushed at `start - 1` and whose payload (if any) follows it in `dst`:
+/// widens the payload to the joined slot types and pads the rest.
+pub(crate) fn finish_flat_case(
+    ty: &InterfaceType,
+    dst: &mut Vec<CoreVal>,
+    start: usize,
+) -> Result<()> {
+    let mut joined = Vec::new();
+    flatten(ty, &mut joined);
+    let used = dst.len() - start;
+    let slots = joined
+        .get(1..)
+        .filter(|s| s.len() >= used)
+        .ok_or_else(|| anyhow!("variant payload flattened past its type"))?;
+    for (v, &j) in dst[start..].iter_mut().zip(slots) {
+        *v = coerce_for_lower(*v, j)?;
+    }
+    dst.extend(slots[used..].iter().map(|j| j.zero()));
+    Ok(())
+}
+
+/// Writes a variant-like value's discriminant at `off`; returns where its
+/// payload goes.
+pub(crate) fn store_case_disc(
+    cx: &mut dyn AbiCx,
+    ty: &InterfaceType,
+    disc: u32,
+    off: u64,
+) -> Result<u64> {
+    let vl = variant_layout(Cases::of(ty).ok_or_else(|| not_variant(ty))?);
+    let d = disc.to_le_bytes();
+    write(cx, off, &d[..vl.disc_size as usize])?;
+    Ok(off + u64::from(vl.payload_offset))
+}
+
+/// Reads and checks a variant-like value's discriminant at `off`; returns
+/// it with where the payload is.
+pub(crate) fn load_case_disc(
+    cx: &mut dyn AbiCx,
+    ty: &InterfaceType,
+    off: u64,
+) -> Result<(u32, u64)> {
+    let cases = Cases::of(ty).ok_or_else(|| not_variant(ty))?;
+    let vl = variant_layout(cases);
+    let disc = match vl.disc_size {
+        1 => u32::from(read::<1>(cx, off)?[0]),
+        2 => u32::from(u16::from_le_bytes(read::<2>(cx, off)?)),
+        _ => read_u32(cx, off)?,
+    };
+    if disc as usize >= cases.len() {
+        return Err(discriminant_error(disc, cases.len()));
+    }
+    Ok((disc, off + u64::from(vl.payload_offset)))
+}
+
+/// Writes a flags value's 32-bit words at `off` in the type's layout.
+pub(crate) fn store_flag_words(
+    cx: &mut dyn AbiCx,
+    ty: &InterfaceType,
+    words: &[u32],
+    off: u64,
+) -> Result<()> {
+    let first = words.first().copied().unwrap_or(0);
+    match layout(ty).size {
+        0 => Ok(()),
+        1 => write(cx, off, &[first as u8]),
+        2 => write(cx, off, &(first as u16).to_le_bytes()),
+        _ => {
+            let b: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            write(cx, off, &b)
+        }
+    }
+}
+
+/// Reads a flags value's 32-bit words at `off`; bits past the last flag
+/// are cleared, as upstream ignores them.
+pub(crate) fn load_flag_words(
+    cx: &mut dyn AbiCx,
+    ty: &InterfaceType,
+    off: u64,
+) -> Result<Vec<u32>> {
+    let InterfaceType::Flags(names) = ty else {
+        bail!("`{}` is not a flags type", ty_desc(ty));
+    };
+    let mut words = match layout(ty).size {
+        0 => Vec::new(),
+        1 => vec![u32::from(read::<1>(cx, off)?[0])],
+        2 => vec![u32::from(u16::from_le_bytes(read::<2>(cx, off)?))],
+        _ => (0..flag_words(names.len()))
+            .map(|w| read_u32(cx, off + 4 * w as u64))
+            .collect::<Result<_>>()?,
+    };
+    mask_flag_words(names.len(), &mut words);
+    Ok(words)
+}
+
+/// Reads a flags value's words from flat core values, masked as
+/// [`load_flag_words`] does.
+pub(crate) fn lift_flag_words(
+    ty: &InterfaceType,
+    src: &mut std::slice::Iter<'_, CoreVal>,
+) -> Result<Vec<u32>> {
+    let InterfaceType::Flags(names) = ty else {
+        bail!("`{}` is not a flags type", ty_desc(ty));
+    };
+    let mut words = (0..flag_words(names.len()))
+        .map(|_| next_u32(src))
+        .collect::<Result<Vec<_>>>()?;
+    mask_flag_words(names.len(), &mut words);
+    Ok(words)
+}
+
+fn mask_flag_words(flags: usize, words: &mut [u32]) {
+    if let Some(last) = words.last_mut()
+        && flags % 32 != 0
+    {
+        *last &= (1u32 << (flags % 32)) - 1;
+    }
+}
+
+/// Checks a list's pointer and length against memory and the element
+/// layout, with upstream's messages (bounds first, then alignment);
+/// returns the list's length in bytes.
+pub(crate) fn check_list(cx: &mut dyn AbiCx, elem: Layout, ptr: u32, len: u32) -> Result<u64> {
+    let byte_len = u64::from(len) * u64::from(elem.size);
+    if u64::from(ptr) + byte_len > mem_len(cx)? {
+        bail!("list pointer/length out of bounds of memory");
+    }
+    if !ptr.is_multiple_of(elem.align) {
+        bail!("list pointer is not aligned");
+    }
+    Ok(byte_len)
+}
+
 // ---------------------------------------------------------------------------
 // Lifting
 
-fn lift_char(bits: u32) -> Result<Val> {
+pub(crate) fn lift_char(bits: u32) -> Result<Val> {
     Ok(Val::Char(char::try_from(bits)?))
 }
 
@@ -621,34 +801,10 @@ pub(crate) fn lift_flat(
         | InterfaceType::Enum(_)
         | InterfaceType::Option(_)
         | InterfaceType::Result(_) => {
-            let cases = Cases::of(ty).expect("variant-like type");
-            let mut joined = Vec::new();
-            flatten(ty, &mut joined);
-            let disc = next_u32(src)?;
-            if disc as usize >= cases.len() {
-                return Err(discriminant_error(disc, cases.len()));
-            }
-            // The payload slots are taken as a block: whatever the case
-            // does not use is padding and is not looked at.
-            let slots = src.as_slice();
-            let slots = slots
-                .get(..joined.len() - 1)
-                .ok_or_else(|| anyhow!("too few core values for the lifted type"))?;
-            if let Some(last) = slots.len().checked_sub(1) {
-                src.nth(last);
-            }
-            let payload = match cases.payload(disc as usize) {
+            let (disc, slots) = read_flat_case(ty, src)?;
+            let payload = match case_payload(ty, disc) {
                 None => None,
-                Some(t) => {
-                    let mut want = Vec::new();
-                    flatten(t, &mut want);
-                    let vals = slots
-                        .iter()
-                        .zip(&want)
-                        .map(|(v, &w)| coerce_for_lift(v, w))
-                        .collect::<Result<Vec<_>>>()?;
-                    Some(Box::new(lift_flat(cx, t, &mut vals.iter())?))
-                }
+                Some(t) => Some(Box::new(lift_flat(cx, t, &mut slots.iter())?)),
             };
             variant_val(ty, disc, payload)?
         }
@@ -700,6 +856,12 @@ fn is_scalar(ty: &InterfaceType) -> bool {
 }
 
 fn lift_string(cx: &mut dyn AbiCx, ptr: u32, len: u32) -> Result<Val> {
+    lift_str(cx, ptr, len).map(Val::String)
+}
+
+/// Decodes the guest string at `ptr` (`len` code units, tagged for utf16
+/// in latin1+utf16) in the call's encoding.
+pub(crate) fn lift_str(cx: &mut dyn AbiCx, ptr: u32, len: u32) -> Result<String> {
     #[derive(Clone, Copy)]
     enum Form {
         Utf8,
@@ -737,20 +899,14 @@ fn lift_string(cx: &mut dyn AbiCx, ptr: u32, len: u32) -> Result<Val> {
         .collect::<Result<String, _>>()?,
         Form::Latin1 => bytes.iter().map(|&b| char::from(b)).collect(),
     };
-    Ok(Val::String(s))
+    Ok(s)
 }
 
 fn lift_list(cx: &mut dyn AbiCx, elem: &InterfaceType, ptr: u32, len: u32) -> Result<Val> {
     let l = layout(elem);
-    let byte_len = u64::from(len) * u64::from(l.size);
     // Bounds before alignment, unlike strings: upstream's host side does so,
     // and which error a bad list gets is visible to callers.
-    if u64::from(ptr) + byte_len > mem_len(cx)? {
-        bail!("list pointer/length out of bounds of memory");
-    }
-    if !ptr.is_multiple_of(l.align) {
-        bail!("list pointer is not aligned");
-    }
+    let byte_len = check_list(cx, l, ptr, len)?;
     let size = u64::from(l.size);
     if is_scalar(elem) {
         // One pass over one borrow of memory: no element can fail or call
@@ -825,23 +981,10 @@ fn load_at(cx: &mut dyn AbiCx, ty: &InterfaceType, off: u64) -> Result<Val> {
         | InterfaceType::Enum(_)
         | InterfaceType::Option(_)
         | InterfaceType::Result(_) => {
-            let cases = Cases::of(ty).expect("variant-like type");
-            let vl = variant_layout(cases);
-            let disc = match vl.disc_size {
-                1 => u32::from(read::<1>(cx, off)?[0]),
-                2 => u32::from(u16::from_le_bytes(read::<2>(cx, off)?)),
-                _ => read_u32(cx, off)?,
-            };
-            if disc as usize >= cases.len() {
-                return Err(discriminant_error(disc, cases.len()));
-            }
-            let payload = match cases.payload(disc as usize) {
+            let (disc, payload_off) = load_case_disc(cx, ty, off)?;
+            let payload = match case_payload(ty, disc) {
                 None => None,
-                Some(t) => Some(Box::new(load_at(
-                    cx,
-                    t,
-                    off + u64::from(vl.payload_offset),
-                )?)),
+                Some(t) => Some(Box::new(load_at(cx, t, payload_off)?)),
             };
             variant_val(ty, disc, payload)?
         }
@@ -1050,22 +1193,12 @@ pub(crate) fn lower_flat(
             let Some((disc, payload)) = select_case(ty, val)? else {
                 return Err(unexpected(ty, val));
             };
-            let mut joined = Vec::new();
-            flatten(ty, &mut joined);
             dst.push(int(disc as i32));
             let start = dst.len();
             if let Some((v, t)) = payload {
                 lower_flat(cx, t, v, dst)?;
             }
-            let used = dst.len() - start;
-            let slots = joined
-                .get(1..)
-                .filter(|s| s.len() >= used)
-                .ok_or_else(|| anyhow!("variant payload flattened past its type"))?;
-            for (v, &j) in dst[start..].iter_mut().zip(slots) {
-                *v = coerce_for_lower(*v, j)?;
-            }
-            dst.extend(slots[used..].iter().map(|j| j.zero()));
+            finish_flat_case(ty, dst, start)?;
         }
     }
     Ok(())
@@ -1074,7 +1207,7 @@ pub(crate) fn lower_flat(
 /// Copies `s` into the guest in its encoding; returns pointer and length
 /// (code units, tagged for utf16 in latin1+utf16). The `realloc` calls and
 /// their arguments are upstream's, since the guest sees them.
-fn lower_string(cx: &mut dyn AbiCx, s: &str) -> Result<(u32, u32)> {
+pub(crate) fn lower_string(cx: &mut dyn AbiCx, s: &str) -> Result<(u32, u32)> {
     let too_large = || anyhow!("string length of {} too large to copy into wasm", s.len());
     let n = s.len() as u64;
     match cx.encoding() {
@@ -1220,7 +1353,7 @@ fn lower_list(cx: &mut dyn AbiCx, elem: &InterfaceType, items: &[Val]) -> Result
     Ok((ptr, len))
 }
 
-fn write_pair(cx: &mut dyn AbiCx, off: u64, ptr: u32, len: u32) -> Result<()> {
+pub(crate) fn write_pair(cx: &mut dyn AbiCx, off: u64, ptr: u32, len: u32) -> Result<()> {
     let mut b = [0; 8];
     b[..4].copy_from_slice(&ptr.to_le_bytes());
     b[4..].copy_from_slice(&len.to_le_bytes());
@@ -1263,15 +1396,7 @@ fn store_at(cx: &mut dyn AbiCx, ty: &InterfaceType, val: &Val, off: u64) -> Resu
         }
         (InterfaceType::Flags(names), Val::Flags(set)) => {
             let words = flag_bits(names, set)?;
-            match layout(ty).size {
-                0 => Ok(()),
-                1 => write(cx, off, &[words[0] as u8]),
-                2 => write(cx, off, &(words[0] as u16).to_le_bytes()),
-                _ => {
-                    let b: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-                    write(cx, off, &b)
-                }
-            }
+            store_flag_words(cx, ty, &words, off)
         }
         (InterfaceType::Own(table), Val::Resource(r)) => {
             let index = cx.lower_own(*table, r)?;
@@ -1285,11 +1410,9 @@ fn store_at(cx: &mut dyn AbiCx, ty: &InterfaceType, val: &Val, off: u64) -> Resu
             let Some((disc, payload)) = select_case(ty, val)? else {
                 return Err(unexpected(ty, val));
             };
-            let vl = variant_layout(Cases::of(ty).expect("variant-like type"));
-            let d = disc.to_le_bytes();
-            write(cx, off, &d[..vl.disc_size as usize])?;
+            let payload_off = store_case_disc(cx, ty, disc, off)?;
             match payload {
-                Some((v, t)) => store_at(cx, t, v, off + u64::from(vl.payload_offset)),
+                Some((v, t)) => store_at(cx, t, v, payload_off),
                 None => Ok(()),
             }
         }
@@ -1313,7 +1436,7 @@ fn store(cx: &mut dyn AbiCx, ty: &InterfaceType, val: &Val, ptr: u32) -> anyhow:
 // ---------------------------------------------------------------------------
 // The four directions of a call
 
-fn core_ptr(v: Option<&CoreVal>, what: &str) -> Result<u32> {
+pub(crate) fn core_ptr(v: Option<&CoreVal>, what: &str) -> Result<u32> {
     match v {
         Some(CoreVal::I32(x)) => Ok(*x as u32),
         Some(other) => Err(core_mismatch(FlatTy::I32, other)),

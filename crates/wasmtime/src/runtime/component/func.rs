@@ -1,13 +1,16 @@
 //! [`Func`]: calling a component's exported functions.
 
-use super::abi;
-use super::instance::{LiftedFunc, StoreCx};
-use super::typed::{ComponentNamedList, Lift, Lower, TypedFunc};
+use super::abi::{self, FlatTy};
+use super::instance::{InstanceData, LiftedFunc, StoreCx};
+use super::typed::{AbiContext, ComponentNamedList, Lift, Lower, TypedFunc};
 use super::types::ComponentFunc;
 use super::values::Val;
+use crate::Val as CoreVal;
 use crate::runtime::store::StoreId;
 use crate::{AsContext, AsContextMut};
 use anyhow::{Result, bail};
+use std::sync::Arc;
+use wasmtime_environ::vm::ValRaw;
 
 /// A function exported by a component instance: a `Copy` handle into the
 /// store, found with [`Instance::get_func`](super::Instance::get_func).
@@ -22,7 +25,7 @@ impl Func {
     fn lifted(
         &self,
         store: &crate::runtime::store::StoreOpaque,
-    ) -> (LiftedFunc, std::sync::Arc<super::instance::InstanceData>) {
+    ) -> (Arc<LiftedFunc>, Arc<InstanceData>) {
         store.assert_store(self.store, "component function");
         let data = store.component_instances[self.instance as usize].clone();
         let func =
@@ -38,7 +41,9 @@ impl Func {
     pub fn ty(&self, store: impl AsContext) -> ComponentFunc {
         let store = store.as_context();
         let (func, _) = self.lifted(&store.0.opaque);
-        ComponentFunc { ty: func.ty }
+        ComponentFunc {
+            ty: func.ty.clone(),
+        }
     }
 
     /// Calls the function with `params`, writing its results into
@@ -63,83 +68,57 @@ impl Func {
     /// Panics if this function belongs to another store.
     pub fn call(
         &self,
-        mut store: impl AsContextMut,
+        store: impl AsContextMut,
         params: &[Val],
         results: &mut [Val],
     ) -> Result<()> {
-        let mut store = store.as_context_mut();
-        let (func, data) = self.lifted(&store.0.opaque);
-        if params.len() != func.ty.params.len() {
-            bail!(
-                "expected {} argument(s), got {}",
-                func.ty.params.len(),
-                params.len()
-            );
-        }
-        if results.len() != func.ty.results.len() {
-            bail!(
-                "expected {} result(s), got {}",
-                func.ty.results.len(),
-                results.len()
-            );
-        }
-        data.resources().enter_call();
-        let result = self.call_in_scope(&mut store, &func, &data, params, results);
-        match &result {
-            Ok(()) => data.resources().exit_call()?,
-            Err(_) => data.resources().abandon_call(),
-        }
-        result
-    }
-
-    /// The call itself, inside the borrow scope that [`Func::call`] opens:
-    /// borrows passed to the callee must be dropped before it returns.
-    fn call_in_scope<T: 'static>(
-        &self,
-        store: &mut crate::StoreContextMut<'_, T>,
-        func: &LiftedFunc,
-        data: &std::sync::Arc<super::instance::InstanceData>,
-        params: &[Val],
-        results: &mut [Val],
-    ) -> Result<()> {
-        let mut store = store.as_context_mut();
-        let opts = &data.component.inner.info.options[func.options];
-        let flags = data.flags[opts.instance];
-        // The callee may not call out while the host writes its arguments
-        // (its realloc runs then) or while its post-return runs.
-        flags.set(&mut store, crate::Val::I32(0))?;
-        let core_args = {
-            let mut cx = StoreCx::new(store.as_context_mut(), data, func.options)?;
-            abi::lower_export_args(&mut cx, &func.param_tys, params)
-        };
-        flags.set(&mut store, crate::Val::I32(1))?;
-        let core_args = core_args?;
-
-        if !func.core_signature_matches {
-            bail!(
-                "the core function of this export has a signature that disagrees with the canonical ABI of its type"
-            );
-        }
-        let mut core_results = func.core_results.to_vec();
-        func.core.call(&mut store, &core_args, &mut core_results)?;
-
-        let lifted = {
-            let mut cx = StoreCx::new(store.as_context_mut(), data, func.options)?;
-            abi::lift_export_results(&mut cx, &func.ty.results, &core_results)?
-        };
+        let lifted = self.call_with(
+            store,
+            |cx, func| {
+                if params.len() != func.ty.params.len() {
+                    bail!(
+                        "expected {} argument(s), got {}",
+                        func.ty.params.len(),
+                        params.len()
+                    );
+                }
+                if results.len() != func.ty.results.len() {
+                    bail!(
+                        "expected {} result(s), got {}",
+                        func.ty.results.len(),
+                        results.len()
+                    );
+                }
+                abi::lower_export_args(cx.0, &func.param_tys, params)
+            },
+            |cx, func, core| abi::lift_export_results(cx.0, &func.ty.results, core),
+        )?;
         for (slot, val) in results.iter_mut().zip(lifted) {
             *slot = val;
         }
-        if let Some(post_return) = opts.post_return {
-            let post_return = *data.post_returns[post_return].get().ok_or_else(|| {
-                anyhow::anyhow!("a post-return function is used before it exists")
-            })?;
-            flags.set(&mut store, crate::Val::I32(0))?;
-            let ran = post_return.call(&mut store, &core_results, &mut []);
-            flags.set(&mut store, crate::Val::I32(1))?;
-            ran?;
-        }
         Ok(())
+    }
+
+    /// A call of the function, whatever the arguments and results are:
+    /// `lower` produces the core arguments (with the callee's `realloc`
+    /// available), and `lift` reads the results from the core results.
+    /// Both see the canonical ABI of the function's options.
+    pub(crate) fn call_with<R>(
+        &self,
+        mut store: impl AsContextMut,
+        lower: impl FnOnce(&mut AbiContext<'_>, &LiftedFunc) -> Result<Vec<CoreVal>>,
+        lift: impl FnOnce(&mut AbiContext<'_>, &LiftedFunc, &[CoreVal]) -> Result<R>,
+    ) -> Result<R> {
+        let mut store = store.as_context_mut();
+        store.0.opaque.validate_sync_call()?;
+        let (func, data) = self.lifted(&store.0.opaque);
+        data.resources().enter_call();
+        let result = call_in_scope(&mut store, &func, &data, lower, lift);
+        match &result {
+            Ok(_) => data.resources().exit_call()?,
+            Err(_) => data.resources().abandon_call(),
+        }
+        result
     }
 
     /// This function with static types: `Params` and `Return` are tuples
@@ -172,4 +151,94 @@ impl Func {
     pub fn post_return(&self, _store: impl AsContextMut) -> Result<()> {
         Ok(())
     }
+}
+
+/// The call itself, inside the borrow scope that [`Func::call_with`]
+/// opens: borrows passed to the callee must be dropped before it returns.
+fn call_in_scope<T: 'static, R>(
+    store: &mut crate::StoreContextMut<'_, T>,
+    func: &LiftedFunc,
+    data: &Arc<InstanceData>,
+    lower: impl FnOnce(&mut AbiContext<'_>, &LiftedFunc) -> Result<Vec<CoreVal>>,
+    lift: impl FnOnce(&mut AbiContext<'_>, &LiftedFunc, &[CoreVal]) -> Result<R>,
+) -> Result<R> {
+    let opts = &data.component.inner.info.options[func.options];
+    let flags = data.flags[opts.instance];
+    // The callee may not call out while the host writes its arguments
+    // (its realloc runs then) or while its post-return runs.
+    flags.set(&mut *store, CoreVal::I32(0))?;
+    let core_args = {
+        let mut cx = StoreCx::new(store.as_context_mut(), data, func.options)?;
+        lower(&mut AbiContext(&mut cx), func)
+    };
+    flags.set(&mut *store, CoreVal::I32(1))?;
+    let core_args = core_args?;
+
+    if !func.core_signature_matches {
+        bail!(
+            "the core function of this export has a signature that disagrees with the canonical ABI of its type"
+        );
+    }
+    let core_results = call_core(&mut store.0.opaque, func, &core_args)?;
+
+    let lifted = {
+        let mut cx = StoreCx::new(store.as_context_mut(), data, func.options)?;
+        lift(&mut AbiContext(&mut cx), func, &core_results)?
+    };
+    if let Some(post_return) = opts.post_return {
+        let post_return = *data.post_returns[post_return]
+            .get()
+            .ok_or_else(|| anyhow::anyhow!("a post-return function is used before it exists"))?;
+        flags.set(&mut *store, CoreVal::I32(0))?;
+        let ran = post_return.call(&mut *store, &core_results, &mut []);
+        flags.set(&mut *store, CoreVal::I32(1))?;
+        ran?;
+    }
+    Ok(lifted)
+}
+
+/// Calls an export's core function with `args`, checked here against the
+/// core parameter types the canonical ABI gives the export's type; returns
+/// its results.
+fn call_core(
+    store: &mut crate::runtime::store::StoreOpaque,
+    func: &LiftedFunc,
+    args: &[CoreVal],
+) -> Result<Vec<CoreVal>> {
+    if args.len() != func.core_params.len() {
+        bail!(
+            "lowering produced {} core arguments where the export takes {}",
+            args.len(),
+            func.core_params.len()
+        );
+    }
+    let slots = args.len().max(func.core_results.len());
+    let mut raw = Vec::with_capacity(slots);
+    for (arg, &ty) in args.iter().zip(func.core_params.iter()) {
+        raw.push(match (arg, ty) {
+            (CoreVal::I32(x), FlatTy::I32) => ValRaw::i32(*x),
+            (CoreVal::I64(x), FlatTy::I64) => ValRaw::i64(*x),
+            (CoreVal::F32(x), FlatTy::F32) => ValRaw::f32(*x),
+            (CoreVal::F64(x), FlatTy::F64) => ValRaw::f64(*x),
+            _ => bail!("lowering produced a core argument of the wrong type"),
+        });
+    }
+    raw.resize(slots, ValRaw::default());
+    // SAFETY: the core function's signature is the canonical ABI's for the
+    // export (`core_signature_matches`, checked by the caller, compares it
+    // with `core_params` and the flat results), every argument was just
+    // checked to be of its parameter's type, and `raw` has a slot for each
+    // parameter and each result.
+    unsafe { crate::runtime::func::call_raw(store, &func.core, &mut raw)? };
+    Ok(func
+        .core_results
+        .iter()
+        .zip(&raw)
+        .map(|(template, r)| match template {
+            CoreVal::I64(_) => CoreVal::I64(r.get_i64()),
+            CoreVal::F32(_) => CoreVal::F32(r.get_f32()),
+            CoreVal::F64(_) => CoreVal::F64(r.get_f64()),
+            _ => CoreVal::I32(r.get_i32()),
+        })
+        .collect())
 }

@@ -22,9 +22,10 @@ use super::info::{
     CoreDef, CoreEntity, CoreExport, CoreExportItem, ExportItem, Initializer, StringEncoding,
     TrampolineKind,
 };
-use super::linker::Definition;
+use super::linker::{Definition, HostFunc};
 use super::resources::{ResourceAny, ResourceKind, ResourceState, ResourceType, drop_host_rep};
 use super::transcode;
+use super::typed::AbiContext;
 use super::types::ComponentFunc;
 use super::values::Val;
 use crate::runtime::store::StoreId;
@@ -60,7 +61,7 @@ pub struct InstanceData {
     pub(crate) post_returns: Vec<OnceLock<crate::Func>>,
     pub(crate) core_instances: OnceLock<Vec<crate::Instance>>,
     /// Exported functions handed out so far, by [`Func`] index.
-    pub(crate) funcs: Mutex<Vec<LiftedFunc>>,
+    pub(crate) funcs: Mutex<Vec<Arc<LiftedFunc>>>,
     /// Handle tables and call scopes.
     pub(crate) resources: Mutex<ResourceState>,
     /// The destructor of each resource the component defines, by defined
@@ -137,6 +138,17 @@ pub(crate) struct LiftedFunc {
     /// derives from `ty`: lifting reads the core results by that
     /// signature, so a call of a mismatched one is refused, never misread.
     pub core_signature_matches: bool,
+    /// The core parameters' types, as the canonical ABI derives them.
+    pub core_params: Arc<[abi::FlatTy]>,
+    /// The parameters as one tuple type, and the results as another: the
+    /// types typed calls lift and lower as a whole.
+    pub params_tuple: super::types::Type,
+    pub results_tuple: super::types::Type,
+    /// Whether the parameters are passed as flat core values (else through
+    /// one pointer), and whether the results come back flat (else through
+    /// one returned pointer).
+    pub flat_params: bool,
+    pub flat_results: bool,
     pub options: usize,
 }
 
@@ -152,10 +164,11 @@ impl LiftedFunc {
         let wasm = |tys: &mut dyn Iterator<Item = crate::ValType>| {
             tys.map(|t| t.to_wasm()).collect::<Result<Vec<_>>>()
         };
+        let core_params: Arc<[abi::FlatTy]> = abi::core_params_lift(&param_tys).into();
         let core_signature_matches =
             match (wasm(&mut core_ty.params()), wasm(&mut core_ty.results())) {
                 (Ok(params), Ok(results)) => {
-                    flat_matches_core(&abi::core_params_lift(&param_tys), &params)
+                    flat_matches_core(&core_params, &params)
                         && flat_matches_core(&abi::core_results_lift(&ty.results), &results)
                 }
                 _ => false,
@@ -165,11 +178,16 @@ impl LiftedFunc {
             .map(|t| crate::Val::default_for_ty(&t).unwrap_or(crate::Val::I32(0)))
             .collect();
         LiftedFunc {
+            flat_params: abi::flat_count_all(&param_tys) <= abi::MAX_FLAT_PARAMS,
+            flat_results: abi::flat_count_all(&ty.results) <= abi::MAX_FLAT_RESULTS,
+            params_tuple: super::typed::list_type(param_tys.iter().cloned()),
+            results_tuple: super::typed::list_type(ty.results.iter().cloned()),
             ty: ty.clone(),
             param_tys,
             core,
             core_results,
             core_signature_matches,
+            core_params,
             options,
         }
     }
@@ -425,9 +443,14 @@ impl<T: 'static> Instantiation<'_, T> {
                 let Definition::Func(host, _) = &self.imports[import] else {
                     bail!("a lowered import is not a function");
                 };
+                let params: Arc<[_]> = func_ty.params.iter().map(|(_, t)| t.clone()).collect();
                 let lowering = Lowering {
                     host: host.clone(),
-                    params: func_ty.params.iter().map(|(_, t)| t.clone()).collect(),
+                    flat_params: abi::flat_count_all(&params) <= abi::MAX_FLAT_PARAMS,
+                    flat_results: abi::flat_count_all(&func_ty.results) <= abi::MAX_FLAT_RESULTS,
+                    params_tuple: super::typed::list_type(params.iter().cloned()),
+                    results_tuple: super::typed::list_type(func_ty.results.iter().cloned()),
+                    params,
                     ty: func_ty.clone(),
                     options: *options,
                 };
@@ -612,16 +635,25 @@ fn core_export<T>(
 
 /// A lowered import: the host function behind it and what calling it
 /// needs, fixed when the trampoline is made.
-struct Lowering<T: 'static> {
-    host: Arc<super::linker::HostFn<T>>,
+pub(crate) struct Lowering<T: 'static> {
+    host: HostFunc<T>,
     ty: Arc<super::types::FuncTy>,
     /// The parameters' types, in order.
     params: Arc<[super::types::InterfaceType]>,
+    /// The parameters as one tuple type, and the results as another, for
+    /// typed host functions.
+    pub params_tuple: super::types::Type,
+    pub results_tuple: super::types::Type,
+    /// Whether the guest passes the arguments flat (else through one
+    /// pointer), and whether it takes the results flat (else it passes a
+    /// return pointer, its last core argument).
+    pub flat_params: bool,
+    pub flat_results: bool,
     options: usize,
 }
 
-/// A guest's call of a host import: checks that the caller may leave,
-/// lifts the arguments, calls the host and lowers its results.
+/// A guest's call of a host import: the host function runs with the
+/// arguments lifted as it takes them, and its results are lowered back.
 fn call_host<T>(
     caller: &mut Caller<'_, T>,
     data: &Arc<InstanceData>,
@@ -629,13 +661,47 @@ fn call_host<T>(
     args: &[crate::Val],
     results: &mut [crate::Val],
 ) -> Result<()> {
-    let Lowering {
-        host,
-        ty,
-        params,
-        options,
-    } = lowering;
-    let options = *options;
+    match &lowering.host {
+        HostFunc::Typed(host) => host(caller, data, lowering, args, results),
+        HostFunc::Dynamic(host) => host_call(
+            caller,
+            data,
+            lowering,
+            results,
+            |cx| abi::lift_import_args(cx.0, &lowering.params, args),
+            |store, vals: Vec<Val>| {
+                let mut out = vec![Val::Bool(false); lowering.ty.results.len()];
+                host(
+                    store,
+                    ComponentFunc {
+                        ty: lowering.ty.clone(),
+                    },
+                    &vals,
+                    &mut out,
+                )?;
+                Ok(out)
+            },
+            |cx, out, results| {
+                abi::lower_import_results(cx.0, &lowering.ty.results, &out, args, results)
+            },
+        ),
+    }
+}
+
+/// The frame of every host import call: checks that the caller may leave,
+/// lifts the arguments with `lift`, runs `call`, ends the borrows lent to
+/// the host, and lowers its results with `lower` while the caller may not
+/// leave (its `realloc` may run).
+pub(crate) fn host_call<T, V, R>(
+    caller: &mut Caller<'_, T>,
+    data: &Arc<InstanceData>,
+    lowering: &Lowering<T>,
+    results: &mut [crate::Val],
+    lift: impl FnOnce(&mut AbiContext<'_>) -> Result<V>,
+    call: impl FnOnce(StoreContextMut<'_, T>, V) -> Result<R>,
+    lower: impl FnOnce(&mut AbiContext<'_>, R, &mut [crate::Val]) -> Result<()>,
+) -> Result<()> {
+    let options = lowering.options;
     let opts = &data.component.inner.info.options[options];
     let flags = data.flags[opts.instance];
     if flags.get(&mut caller.store).i32() != Some(MAY_LEAVE) {
@@ -643,7 +709,7 @@ fn call_host<T>(
     }
     let (vals, lent, loans) = {
         let mut cx = StoreCx::new(caller.store.as_context_mut(), data, options)?;
-        let lifted = abi::lift_import_args(&mut cx, params, args);
+        let lifted = lift(&mut AbiContext(&mut cx));
         let (lent, loans) = (
             std::mem::take(&mut cx.lent),
             std::mem::take(&mut cx.host_loans),
@@ -656,25 +722,19 @@ fn call_host<T>(
             }
         }
     };
-    let mut out = vec![Val::Bool(false); ty.results.len()];
-    let called = host(
-        caller.store.as_context_mut(),
-        ComponentFunc { ty: ty.clone() },
-        &vals,
-        &mut out,
-    );
+    let called = call(caller.store.as_context_mut(), vals);
     // Borrows lent to the host end with the call.
     for alive in lent {
         alive.store(false, std::sync::atomic::Ordering::Release);
     }
     end_loans(data, &loans);
-    called?;
+    let out = called?;
     // While the results are written into the caller (its realloc may run),
     // it must not call out again.
     flags.set(&mut caller.store, crate::Val::I32(0))?;
     let lowered = {
         let mut cx = StoreCx::new(caller.store.as_context_mut(), data, options)?;
-        abi::lower_import_results(&mut cx, &ty.results, &out, args, results)
+        lower(&mut AbiContext(&mut cx), out, results)
     };
     flags.set(&mut caller.store, crate::Val::I32(MAY_LEAVE))?;
     lowered
@@ -888,7 +948,7 @@ impl Instance {
         };
         let mut funcs = data.funcs.lock().unwrap_or_else(|e| e.into_inner());
         let func_index = u32::try_from(funcs.len()).ok()?;
-        funcs.push(LiftedFunc::new(&store, ty, core_func, *options));
+        funcs.push(Arc::new(LiftedFunc::new(&store, ty, core_func, *options)));
         Some(Func {
             store: self.store,
             instance: self.index,

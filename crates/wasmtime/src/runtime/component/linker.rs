@@ -3,8 +3,11 @@
 use super::compiled::Component;
 use super::info::{ComponentInfo, ExternTy};
 use super::instance::{Instance, InstancePre};
+use super::instance::{Lowering, host_call};
 use super::resources::{HostDtor, ResourceType};
-use super::typed::{ComponentNamedList, Lift, Lower, TypeCheck, host_check, list_values};
+use super::typed::{
+    ComponentNamedList, Lift, Lower, TypeCheck, host_check, lift_args, lower_results,
+};
 use super::types::ComponentFunc;
 use super::values::Val;
 use crate::{AsContextMut, Engine, Module, StoreContextMut};
@@ -18,11 +21,39 @@ use std::sync::Arc;
 pub(crate) type HostFn<T> =
     dyn Fn(StoreContextMut<'_, T>, ComponentFunc, &[Val], &mut [Val]) -> Result<()> + Send + Sync;
 
+/// A typed host function (`func_wrap`) as a trampoline calls it: with the
+/// guest's core arguments and result slots, lifting and lowering as its
+/// Rust types say.
+pub(crate) type TypedHostFn<T> = dyn Fn(
+        &mut crate::Caller<'_, T>,
+        &Arc<super::instance::InstanceData>,
+        &Lowering<T>,
+        &[crate::Val],
+        &mut [crate::Val],
+    ) -> Result<()>
+    + Send
+    + Sync;
+
+/// A host function of either kind.
+pub(crate) enum HostFunc<T: 'static> {
+    Dynamic(Arc<HostFn<T>>),
+    Typed(Arc<TypedHostFn<T>>),
+}
+
+impl<T> Clone for HostFunc<T> {
+    fn clone(&self) -> Self {
+        match self {
+            HostFunc::Dynamic(f) => HostFunc::Dynamic(f.clone()),
+            HostFunc::Typed(f) => HostFunc::Typed(f.clone()),
+        }
+    }
+}
+
 /// One named definition of a linker.
 pub(crate) enum Definition<T: 'static> {
     /// A host function, with the check of its import type when it is
     /// typed (`func_wrap`).
-    Func(Arc<HostFn<T>>, Option<TypeCheck>),
+    Func(HostFunc<T>, Option<TypeCheck>),
     Instance(Namespace<T>),
     Module(Module),
     /// A host resource type with its destructor (a `HostDtor<T>`).
@@ -225,7 +256,10 @@ impl<'a, T: 'static> LinkerInstance<'a, T> {
         + Sync
         + 'static,
     ) -> Result<()> {
-        self.insert(name, Definition::Func(Arc::new(func), None))
+        self.insert(
+            name,
+            Definition::Func(HostFunc::Dynamic(Arc::new(func)), None),
+        )
     }
 
     /// Defines `name` as a host function with static types: `func` takes
@@ -246,27 +280,36 @@ impl<'a, T: 'static> LinkerInstance<'a, T> {
         Params: ComponentNamedList + Lift + 'static,
         Return: ComponentNamedList + Lower + 'static,
     {
-        let host = move |store: StoreContextMut<'_, T>,
-                         _: ComponentFunc,
-                         args: &[Val],
-                         results: &mut [Val]| {
-            let params = Params::from_val(Val::Tuple(args.to_vec()))?;
-            let values = list_values(&func(store, params)?)?;
-            if values.len() != results.len() {
-                bail!(
-                    "a host function returned {} result(s) where its type has {}",
-                    values.len(),
-                    results.len()
-                );
-            }
-            for (slot, value) in results.iter_mut().zip(values) {
-                *slot = value;
-            }
-            Ok(())
+        let host = move |caller: &mut crate::Caller<'_, T>,
+                         data: &Arc<super::instance::InstanceData>,
+                         lowering: &Lowering<T>,
+                         args: &[crate::Val],
+                         results: &mut [crate::Val]| {
+            host_call(
+                caller,
+                data,
+                lowering,
+                results,
+                |cx| lift_args::<Params>(cx, &lowering.params_tuple, lowering.flat_params, args),
+                |store, params| func(store, params),
+                |cx, values: Return, results| {
+                    lower_results(
+                        cx,
+                        &lowering.results_tuple,
+                        lowering.flat_results,
+                        &values,
+                        args,
+                        results,
+                    )
+                },
+            )
         };
         self.insert(
             name,
-            Definition::Func(Arc::new(host), Some(host_check::<Params, Return>())),
+            Definition::Func(
+                HostFunc::Typed(Arc::new(host)),
+                Some(host_check::<Params, Return>()),
+            ),
         )
     }
 

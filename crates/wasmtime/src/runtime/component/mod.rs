@@ -35,3 +35,16 @@ pub use linker::{Linker, LinkerInstance};
 pub use resources::{Resource, ResourceAny, ResourceType};
 pub use typed::{ComponentNamedList, ComponentType, Lift, Lower, TypedFunc};
 pub use values::Val;
+
+/// What the derive macros' generated code calls; not an API.
+#[doc(hidden)]
+pub mod __internal {
+    pub use super::typed::{
+        AbiContext, Fields, FlatCase, FlatSource, StoredCase, lift_flags, load_flags,
+        lower_case_flat, lower_flags, store_case, store_flags, typecheck_enum, typecheck_flags,
+        typecheck_record, typecheck_variant, unknown_case,
+    };
+    pub use super::types::Type;
+    pub use crate::Val as CoreVal;
+    pub use anyhow;
+}

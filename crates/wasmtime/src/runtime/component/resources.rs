@@ -20,9 +20,10 @@
 //! into a component or dropped cannot be used a second time, and a borrow
 //! lent to the host for one call cannot be used after it.
 
-use super::typed::{ComponentType, Lift, Lower};
+use super::abi;
+use super::typed::{AbiContext, ComponentType, FlatSource, Lift, Lower, lift_handle, lower_handle};
 use super::types::{InterfaceType, Type};
-use super::values::Val;
+use crate::Val as CoreVal;
 use crate::{AsContextMut, StoreContextMut};
 use anyhow::{Result, bail};
 use std::any::{Any, TypeId};
@@ -254,11 +255,10 @@ impl<T: 'static> ComponentType for Resource<T> {
     }
 }
 
-impl<T: 'static> Lift for Resource<T> {
-    fn from_val(val: Val) -> Result<Self> {
-        let Val::Resource(any) = val else {
-            bail!("type mismatch: expected resource, found {}", val.desc());
-        };
+impl<T: 'static> Resource<T> {
+    /// The host's view of a handle lifted out of a guest: only a handle of
+    /// this host resource type is one.
+    fn from_any(any: ResourceAny) -> Result<Self> {
         if any.ty != ResourceType::host::<T>() {
             bail!("mismatched resource types");
         }
@@ -273,15 +273,33 @@ impl<T: 'static> Lift for Resource<T> {
             _ty: PhantomData,
         })
     }
+
+    fn to_any(&self) -> ResourceAny {
+        ResourceAny::new(ResourceType::host::<T>(), self.rep, self.owned)
+    }
+}
+
+impl<T: 'static> Lift for Resource<T> {
+    fn lift_flat(cx: &mut AbiContext<'_>, ty: &Type, src: &mut FlatSource<'_>) -> Result<Self> {
+        let index = abi::next_u32(src)?;
+        Self::from_any(lift_handle(cx, ty, index)?)
+    }
+
+    fn load(cx: &mut AbiContext<'_>, ty: &Type, offset: u64) -> Result<Self> {
+        let index = abi::read_u32(cx.0, offset)?;
+        Self::from_any(lift_handle(cx, ty, index)?)
+    }
 }
 
 impl<T: 'static> Lower for Resource<T> {
-    fn to_val(&self) -> Result<Val> {
-        Ok(Val::Resource(ResourceAny::new(
-            ResourceType::host::<T>(),
-            self.rep,
-            self.owned,
-        )))
+    fn lower_flat(&self, cx: &mut AbiContext<'_>, ty: &Type, dst: &mut Vec<CoreVal>) -> Result<()> {
+        dst.push(CoreVal::I32(lower_handle(cx, ty, &self.to_any())? as i32));
+        Ok(())
+    }
+
+    fn store(&self, cx: &mut AbiContext<'_>, ty: &Type, offset: u64) -> Result<()> {
+        let index = lower_handle(cx, ty, &self.to_any())?;
+        abi::write(cx.0, offset, &index.to_le_bytes())
     }
 }
 
@@ -292,17 +310,26 @@ impl ComponentType for ResourceAny {
 }
 
 impl Lift for ResourceAny {
-    fn from_val(val: Val) -> Result<Self> {
-        match val {
-            Val::Resource(any) => Ok(any),
-            other => bail!("type mismatch: expected resource, found {}", other.desc()),
-        }
+    fn lift_flat(cx: &mut AbiContext<'_>, ty: &Type, src: &mut FlatSource<'_>) -> Result<Self> {
+        let index = abi::next_u32(src)?;
+        lift_handle(cx, ty, index)
+    }
+
+    fn load(cx: &mut AbiContext<'_>, ty: &Type, offset: u64) -> Result<Self> {
+        let index = abi::read_u32(cx.0, offset)?;
+        lift_handle(cx, ty, index)
     }
 }
 
 impl Lower for ResourceAny {
-    fn to_val(&self) -> Result<Val> {
-        Ok(Val::Resource(self.clone()))
+    fn lower_flat(&self, cx: &mut AbiContext<'_>, ty: &Type, dst: &mut Vec<CoreVal>) -> Result<()> {
+        dst.push(CoreVal::I32(lower_handle(cx, ty, self)? as i32));
+        Ok(())
+    }
+
+    fn store(&self, cx: &mut AbiContext<'_>, ty: &Type, offset: u64) -> Result<()> {
+        let index = lower_handle(cx, ty, self)?;
+        abi::write(cx.0, offset, &index.to_le_bytes())
     }
 }
 

@@ -178,9 +178,18 @@ pub struct ResourceTypeAtComponent(pub(crate) ());
 /// Unfinished: upstream's `Type` is an enum with a case per kind that can
 /// be inspected; this one can only be compared and named.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[repr(transparent)]
 pub struct Type(pub(crate) InterfaceType);
 
 impl Type {
+    /// The type as a [`Type`], without a copy.
+    pub(crate) fn wrap(ty: &InterfaceType) -> &Type {
+        // SAFETY: `Type` is `repr(transparent)` over `InterfaceType`, so the
+        // two have one layout and a reference to one is a valid reference
+        // to the other, with the same lifetime.
+        unsafe { &*(ty as *const InterfaceType as *const Type) }
+    }
+
     /// The kind of the type as WIT spells it (`u32`, `string`, `record`…).
     pub fn desc(&self) -> &'static str {
         self.0.desc()
