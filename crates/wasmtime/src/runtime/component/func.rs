@@ -112,11 +112,22 @@ impl Func {
         let mut store = store.as_context_mut();
         store.0.opaque.validate_sync_call()?;
         let (func, data) = self.lifted(&store.0.opaque);
-        data.resources().enter_call();
+        // A borrow scope is needed only when the arguments can lend the
+        // callee a handle; a failed call (a trap can leave inner calls'
+        // scopes open) ends every scope opened since it began.
+        let depth = {
+            let mut resources = data.resources();
+            let depth = resources.scope_depth();
+            if func.borrows_in_params {
+                resources.enter_call();
+            }
+            depth
+        };
         let result = call_in_scope(&mut store, &func, &data, lower, lift);
         match &result {
-            Ok(_) => data.resources().exit_call()?,
-            Err(_) => data.resources().abandon_call(),
+            Ok(_) if func.borrows_in_params => data.resources().exit_call()?,
+            Ok(_) => {}
+            Err(_) => data.resources().abandon_calls_to(depth),
         }
         result
     }

@@ -36,6 +36,7 @@ use anyhow::{Result, anyhow, bail};
 use std::any::Any;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
+use wasmtime_environ::vm::ValRaw;
 
 /// The value of a component instance's flags global that lets its code
 /// call out (`may_leave`); zero forbids it, during post-return and while
@@ -149,6 +150,9 @@ pub(crate) struct LiftedFunc {
     /// one returned pointer).
     pub flat_params: bool,
     pub flat_results: bool,
+    /// Whether a parameter holds a borrowed handle: only then can a call
+    /// lend the callee anything that its borrow scope must see returned.
+    pub borrows_in_params: bool,
     pub options: usize,
 }
 
@@ -178,6 +182,7 @@ impl LiftedFunc {
             .map(|t| crate::Val::default_for_ty(&t).unwrap_or(crate::Val::I32(0)))
             .collect();
         LiftedFunc {
+            borrows_in_params: param_tys.iter().any(holds_borrow),
             flat_params: abi::flat_count_all(&param_tys) <= abi::MAX_FLAT_PARAMS,
             flat_results: abi::flat_count_all(&ty.results) <= abi::MAX_FLAT_RESULTS,
             params_tuple: super::typed::list_type(param_tys.iter().cloned()),
@@ -190,6 +195,22 @@ impl LiftedFunc {
             core_params,
             options,
         }
+    }
+}
+
+/// Whether a value of `ty` can hold a borrowed handle.
+fn holds_borrow(ty: &super::types::InterfaceType) -> bool {
+    use super::types::InterfaceType as I;
+    match ty {
+        I::Borrow(_) => true,
+        I::List(t) | I::Option(t) => holds_borrow(t),
+        I::Record(fields) => fields.iter().any(|(_, t)| holds_borrow(t)),
+        I::Tuple(tys) => tys.iter().any(holds_borrow),
+        I::Variant(cases) => cases
+            .iter()
+            .any(|(_, t)| t.as_ref().is_some_and(holds_borrow)),
+        I::Result(r) => [&r.0, &r.1].into_iter().flatten().any(holds_borrow),
+        _ => false,
     }
 }
 
@@ -373,6 +394,17 @@ impl<T: 'static> Instantiation<'_, T> {
             }
             Initializer::ExtractRealloc { index, def } => {
                 let func = self.core_func(store, def)?;
+                // Calls of it skip the per-call type check (`StoreCx::realloc`).
+                let ty = func.ty(&*store);
+                let i32s = |tys: &mut dyn Iterator<Item = crate::ValType>, n: usize| {
+                    let tys: Vec<_> = tys.collect();
+                    tys.len() == n && tys.iter().all(|t| matches!(t, crate::ValType::I32))
+                };
+                if !i32s(&mut ty.params(), 4) || !i32s(&mut ty.results(), 1) {
+                    bail!(
+                        "a canonical option's realloc is not of type (i32, i32, i32, i32) -> i32"
+                    );
+                }
                 let _ = self.data.reallocs[*index].set(func);
             }
             Initializer::ExtractPostReturn { index, def } => {
@@ -810,13 +842,12 @@ impl<T: 'static> AbiCx for StoreCx<'_, T> {
         let realloc = self
             .realloc
             .ok_or_else(|| anyhow!("the canonical options of this call have no realloc"))?;
-        let args = [old_ptr, old_size, align, new_size].map(|v| crate::Val::I32(v as i32));
-        let mut result = [crate::Val::I32(0)];
-        realloc.call(&mut self.store, &args, &mut result)?;
-        result[0]
-            .i32()
-            .map(|p| p as u32)
-            .ok_or_else(|| anyhow!("realloc returned a value that is not an i32"))
+        let mut slots = [old_ptr, old_size, align, new_size].map(|v| ValRaw::i32(v as i32));
+        // SAFETY: the realloc's type was checked to be (i32, i32, i32, i32)
+        // -> i32 when it was extracted at instantiation; the four slots
+        // hold its i32 arguments and have room for its one result.
+        unsafe { crate::runtime::func::call_raw(&mut self.store.0.opaque, &realloc, &mut slots)? };
+        Ok(slots[0].get_i32() as u32)
     }
 
     fn lift_own(&mut self, table: usize, index: u32) -> Result<ResourceAny> {

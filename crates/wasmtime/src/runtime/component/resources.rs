@@ -621,6 +621,19 @@ impl ResourceState {
         }
     }
 
+    /// How many call scopes are open.
+    pub(crate) fn scope_depth(&self) -> usize {
+        self.scopes.len()
+    }
+
+    /// Ends, as [`ResourceState::abandon_call`] does, every scope opened
+    /// past `depth`: a trap can leave scopes of inner calls open.
+    pub(crate) fn abandon_calls_to(&mut self, depth: usize) {
+        while self.scopes.len() > depth {
+            self.abandon_call();
+        }
+    }
+
     /// A call between two components begins.
     pub(crate) fn enter_call(&mut self) {
         self.scopes.push(Scope::default());
