@@ -675,6 +675,24 @@ impl Func {
         Ok(())
     }
 
+    /// [`Func::call`] for the runtime's own calls made while a call of the
+    /// store is already running (on its thread or on its fiber), which
+    /// passed the entry checks.
+    pub(crate) fn call_nested(
+        &self,
+        mut store: impl AsContextMut,
+        params: &[Val],
+        results: &mut [Val],
+    ) -> Result<()> {
+        let store = store.as_context_mut();
+        let opaque = &mut store.0.opaque;
+        let mut values = self.prepare_call(opaque, params, results)?;
+        // SAFETY: the values match the function's type (checked above).
+        unsafe { call_raw(opaque, self, &mut values)? };
+        self.finish_call(opaque, &values, results);
+        Ok(())
+    }
+
     /// Calls the function as [`Func::call`] does, but on a fiber, so that
     /// the call can wait without blocking its thread.
     ///

@@ -67,6 +67,20 @@ impl Instance {
         instantiate(opaque, module, imports)
     }
 
+    /// [`Instance::new`] for the runtime's own instantiations made inside
+    /// an entry point that passed its checks (a component's instantiation,
+    /// on the caller's thread or on a fiber).
+    pub(crate) fn new_nested(
+        mut store: impl AsContextMut,
+        module: &Module,
+        imports: &[Extern],
+    ) -> Result<Instance> {
+        let store = store.as_context_mut();
+        let opaque = &mut store.0.opaque;
+        typecheck_imports(opaque, module, imports)?;
+        instantiate(opaque, module, imports)
+    }
+
     /// [`Instance::new`] for stores that need the `*_async` entry points:
     /// instantiation, start function included, runs on a fiber, as for
     /// [`Func::call_async`].

@@ -1808,6 +1808,23 @@ pub struct StoreContext<'a, T: 'static>(pub(crate) &'a StoreInner<T>);
 /// store.
 pub struct StoreContextMut<'a, T: 'static>(pub(crate) &'a mut StoreInner<T>);
 
+impl<'a, T: 'static> StoreContextMut<'a, T> {
+    /// The whole store of which `opaque` is the untyped part.
+    ///
+    /// # Safety
+    ///
+    /// `opaque` must be the `opaque` field of a `StoreInner<T>` with this
+    /// `T`, and no other reference to that store may be used while the
+    /// result lives.
+    pub(crate) unsafe fn from_opaque(opaque: &'a mut StoreOpaque) -> StoreContextMut<'a, T> {
+        // SAFETY: per the contract, `opaque` is the first field of a
+        // `#[repr(C)]` `StoreInner<T>`, so its address is the whole
+        // store's, and the exclusive borrow of the field is handed over to
+        // the whole for the same lifetime.
+        StoreContextMut(unsafe { &mut *(opaque as *mut StoreOpaque).cast::<StoreInner<T>>() })
+    }
+}
+
 impl<'a, T> StoreContext<'a, T> {
     /// The engine the store was created with.
     pub fn engine(&self) -> &Engine {

@@ -699,7 +699,7 @@ pub(crate) fn lift_flag_words(
 
 fn mask_flag_words(flags: usize, words: &mut [u32]) {
     if let Some(last) = words.last_mut()
-        && flags % 32 != 0
+        && !flags.is_multiple_of(32)
     {
         *last &= (1u32 << (flags % 32)) - 1;
     }

@@ -72,31 +72,71 @@ impl Func {
         params: &[Val],
         results: &mut [Val],
     ) -> Result<()> {
-        let lifted = self.call_with(
-            store,
-            |cx, func| {
-                if params.len() != func.ty.params.len() {
-                    bail!(
-                        "expected {} argument(s), got {}",
-                        func.ty.params.len(),
-                        params.len()
-                    );
-                }
-                if results.len() != func.ty.results.len() {
-                    bail!(
-                        "expected {} result(s), got {}",
-                        func.ty.results.len(),
-                        results.len()
-                    );
-                }
-                abi::lower_export_args(cx.0, &func.param_tys, params)
-            },
-            |cx, func, core| abi::lift_export_results(cx.0, &func.ty.results, core),
-        )?;
+        let lifted = self.call_with(store, Self::lower_vals(params, results), Self::lift_vals)?;
         for (slot, val) in results.iter_mut().zip(lifted) {
             *slot = val;
         }
         Ok(())
+    }
+
+    /// [`Func::call`] on a fiber, so that async host functions the callee
+    /// calls, and epoch, fuel or MMU yields, suspend the returned future
+    /// instead of blocking the thread (as the core
+    /// [`Func::call_async`](crate::Func::call_async) does). Required for
+    /// stores whose component instances import host functions defined with
+    /// [`LinkerInstance::func_wrap_async`](super::LinkerInstance::func_wrap_async)
+    /// or [`LinkerInstance::func_new_async`](super::LinkerInstance::func_new_async).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Func::call`]; also fails if no fiber stack can be allocated.
+    ///
+    /// # Panics
+    ///
+    /// Panics if this function belongs to another store.
+    pub async fn call_async(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        params: &[Val],
+        results: &mut [Val],
+    ) -> Result<()> {
+        let lower = Self::lower_vals(params, results);
+        let lifted = self
+            .call_with_async(store.as_context_mut(), lower, Self::lift_vals)
+            .await?;
+        for (slot, val) in results.iter_mut().zip(lifted) {
+            *slot = val;
+        }
+        Ok(())
+    }
+
+    /// Lowering of dynamic arguments, with the counts checked.
+    fn lower_vals<'v>(
+        params: &'v [Val],
+        results: &[Val],
+    ) -> impl FnOnce(&mut AbiContext<'_>, &LiftedFunc) -> Result<Vec<CoreVal>> + Send + 'v {
+        let result_count = results.len();
+        move |cx, func| {
+            if params.len() != func.ty.params.len() {
+                bail!(
+                    "expected {} argument(s), got {}",
+                    func.ty.params.len(),
+                    params.len()
+                );
+            }
+            if result_count != func.ty.results.len() {
+                bail!(
+                    "expected {} result(s), got {}",
+                    func.ty.results.len(),
+                    result_count
+                );
+            }
+            abi::lower_export_args(cx.0, &func.param_tys, params)
+        }
+    }
+
+    fn lift_vals(cx: &mut AbiContext<'_>, func: &LiftedFunc, core: &[CoreVal]) -> Result<Vec<Val>> {
+        abi::lift_export_results(cx.0, &func.ty.results, core)
     }
 
     /// A call of the function, whatever the arguments and results are:
@@ -109,8 +149,36 @@ impl Func {
         lower: impl FnOnce(&mut AbiContext<'_>, &LiftedFunc) -> Result<Vec<CoreVal>>,
         lift: impl FnOnce(&mut AbiContext<'_>, &LiftedFunc, &[CoreVal]) -> Result<R>,
     ) -> Result<R> {
-        let mut store = store.as_context_mut();
+        let store = store.as_context_mut();
         store.0.opaque.validate_sync_call()?;
+        self.call_entered(store, lower, lift)
+    }
+
+    /// [`Func::call_with`] on a fiber.
+    pub(crate) async fn call_with_async<T: Send + 'static, R: Send>(
+        &self,
+        store: crate::StoreContextMut<'_, T>,
+        lower: impl FnOnce(&mut AbiContext<'_>, &LiftedFunc) -> Result<Vec<CoreVal>> + Send,
+        lift: impl FnOnce(&mut AbiContext<'_>, &LiftedFunc, &[CoreVal]) -> Result<R> + Send,
+    ) -> Result<R> {
+        let func = *self;
+        crate::runtime::fiber::on_fiber(&mut store.0.opaque, move |opaque| {
+            // SAFETY: `opaque` is the untyped part of the `StoreInner<T>`
+            // borrowed by `store` above, lent to the fiber for the call,
+            // and nothing else uses that store while the fiber runs.
+            let store = unsafe { crate::StoreContextMut::<T>::from_opaque(opaque) };
+            func.call_entered(store, lower, lift)
+        })
+        .await?
+    }
+
+    /// The call, after the entry checks.
+    fn call_entered<T: 'static, R>(
+        &self,
+        mut store: crate::StoreContextMut<'_, T>,
+        lower: impl FnOnce(&mut AbiContext<'_>, &LiftedFunc) -> Result<Vec<CoreVal>>,
+        lift: impl FnOnce(&mut AbiContext<'_>, &LiftedFunc, &[CoreVal]) -> Result<R>,
+    ) -> Result<R> {
         let (func, data) = self.lifted(&store.0.opaque);
         // A borrow scope is needed only when the arguments can lend the
         // callee a handle; a failed call (a trap can leave inner calls'
@@ -201,7 +269,7 @@ fn call_in_scope<T: 'static, R>(
             .get()
             .ok_or_else(|| anyhow::anyhow!("a post-return function is used before it exists"))?;
         flags.set(&mut *store, CoreVal::I32(0))?;
-        let ran = post_return.call(&mut *store, &core_results, &mut []);
+        let ran = post_return.call_nested(&mut *store, &core_results, &mut []);
         flags.set(&mut *store, CoreVal::I32(1))?;
         ran?;
     }

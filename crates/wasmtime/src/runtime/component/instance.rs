@@ -114,7 +114,7 @@ impl InstanceData {
             return drop_host_rep(store, self.imported_dtors.get(resource).map(|d| &**d), rep);
         };
         if let Some(Some(dtor)) = self.dtors.get(defined).and_then(|d| d.get()) {
-            dtor.call(&mut *store, &[crate::Val::I32(rep as i32)], &mut [])?;
+            dtor.call_nested(&mut *store, &[crate::Val::I32(rep as i32)], &mut [])?;
         }
         Ok(())
     }
@@ -220,6 +220,9 @@ pub struct InstancePre<T: 'static> {
     component: Component,
     /// The definition of each runtime import, by runtime import index.
     imports: Arc<Vec<Definition<T>>>,
+    /// Whether an import is an async host function: instantiating then
+    /// makes the store require async entry points.
+    needs_async: bool,
 }
 
 impl<T> Clone for InstancePre<T> {
@@ -227,6 +230,7 @@ impl<T> Clone for InstancePre<T> {
         InstancePre {
             component: self.component.clone(),
             imports: self.imports.clone(),
+            needs_async: self.needs_async,
         }
     }
 }
@@ -235,6 +239,10 @@ impl<T: 'static> InstancePre<T> {
     pub(crate) fn new(component: Component, imports: Vec<Definition<T>>) -> InstancePre<T> {
         InstancePre {
             component,
+            needs_async: imports.iter().any(|d| match d {
+                Definition::Func(HostFunc::Typed(_, is_async), _) => *is_async,
+                _ => false,
+            }),
             imports: Arc::new(imports),
         }
     }
@@ -253,7 +261,49 @@ impl<T: 'static> InstancePre<T> {
     /// bounds, resources run out), or if the component needs a feature
     /// this runtime does not support yet.
     pub fn instantiate(&self, mut store: impl AsContextMut<Data = T>) -> Result<Instance> {
-        let mut store = store.as_context_mut();
+        let store = store.as_context_mut();
+        if self.needs_async {
+            store.0.opaque.set_async_required();
+        }
+        store.0.opaque.validate_sync_call()?;
+        self.instantiate_entered(store)
+    }
+
+    /// [`InstancePre::instantiate`] on a fiber: the start functions of the
+    /// component's core modules run there, as in
+    /// [`Instance::new_async`](crate::Instance::new_async). Required when
+    /// the component imports async host functions
+    /// ([`LinkerInstance::func_wrap_async`](super::LinkerInstance::func_wrap_async)),
+    /// and works with any store; its calls must then be async as well
+    /// ([`Func::call_async`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`InstancePre::instantiate`]; also fails if no fiber stack
+    /// can be allocated.
+    pub async fn instantiate_async(
+        &self,
+        mut store: impl AsContextMut<Data = T>,
+    ) -> Result<Instance>
+    where
+        T: Send,
+    {
+        let store = store.as_context_mut();
+        if self.needs_async {
+            store.0.opaque.set_async_required();
+        }
+        crate::runtime::fiber::on_fiber(&mut store.0.opaque, |opaque| {
+            // SAFETY: `opaque` is the untyped part of the `StoreInner<T>`
+            // borrowed by `store` above, lent to the fiber for the
+            // instantiation, and nothing else uses that store meanwhile.
+            let store = unsafe { StoreContextMut::<T>::from_opaque(opaque) };
+            self.instantiate_entered(store)
+        })
+        .await?
+    }
+
+    /// The instantiation, after the entry checks.
+    fn instantiate_entered(&self, mut store: StoreContextMut<'_, T>) -> Result<Instance> {
         if !crate::Engine::same(store.engine(), self.component.engine()) {
             bail!("cross-`Engine` instantiation is not currently supported");
         }
@@ -350,7 +400,7 @@ impl<T: 'static> Instantiation<'_, T> {
                     .map(|def| self.core_def(store, def))
                     .collect::<Result<Vec<_>>>()?;
                 let instance =
-                    crate::Instance::new(&mut *store, &component.modules[*module], &args)?;
+                    crate::Instance::new_nested(&mut *store, &component.modules[*module], &args)?;
                 self.core.push(instance);
             }
             Initializer::InstantiateImported { import, args } => {
@@ -379,7 +429,7 @@ impl<T: 'static> Instantiation<'_, T> {
                     .iter()
                     .map(|def| self.core_def(store, def))
                     .collect::<Result<Vec<_>>>()?;
-                let instance = crate::Instance::new(&mut *store, &module, &externs)?;
+                let instance = crate::Instance::new_nested(&mut *store, &module, &externs)?;
                 self.core.push(instance);
             }
             Initializer::LowerImport { index, import } => {
@@ -669,9 +719,9 @@ fn core_export<T>(
 /// needs, fixed when the trampoline is made.
 pub(crate) struct Lowering<T: 'static> {
     host: HostFunc<T>,
-    ty: Arc<super::types::FuncTy>,
+    pub ty: Arc<super::types::FuncTy>,
     /// The parameters' types, in order.
-    params: Arc<[super::types::InterfaceType]>,
+    pub params: Arc<[super::types::InterfaceType]>,
     /// The parameters as one tuple type, and the results as another, for
     /// typed host functions.
     pub params_tuple: super::types::Type,
@@ -694,7 +744,7 @@ fn call_host<T>(
     results: &mut [crate::Val],
 ) -> Result<()> {
     match &lowering.host {
-        HostFunc::Typed(host) => host(caller, data, lowering, args, results),
+        HostFunc::Typed(host, _) => host(caller, data, lowering, args, results),
         HostFunc::Dynamic(host) => host_call(
             caller,
             data,
@@ -770,6 +820,36 @@ pub(crate) fn host_call<T, V, R>(
     };
     flags.set(&mut caller.store, crate::Val::I32(MAY_LEAVE))?;
     lowered
+}
+
+/// Runs the future an async host function made from `store` to completion
+/// on the fiber that runs the calling guest, suspending that fiber (and so
+/// the outer `*_async` call's future) while the future is pending.
+///
+/// # Errors
+///
+/// Fails if the guest was not called through an `*_async` entry point, if
+/// the outer future was dropped meanwhile, or with the host's own error.
+pub(crate) fn block_on_host<'a, T: 'static, R>(
+    store: StoreContextMut<'a, T>,
+    make: impl FnOnce(
+        StoreContextMut<'a, T>,
+    )
+        -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<R>> + Send + 'a>>,
+) -> Result<R> {
+    let inner: *mut crate::runtime::store::StoreInner<T> = store.0;
+    // SAFETY: `inner` is the live store borrowed by `store` (consumed
+    // here, so no other reference to it is used). `with_blocking` touches
+    // only the store's async state through the pointer, before `make`'s
+    // store exists and after the future (which `block_on` owns and drops)
+    // is gone; this runs on the fiber that runs the store's guest, since a
+    // host import is only called from that guest's code.
+    unsafe {
+        crate::runtime::fiber::with_blocking(&raw mut (*inner).opaque, |cx| {
+            let store: StoreContextMut<'a, T> = StoreContextMut(&mut *inner);
+            cx.block_on(make(store))
+        })
+    }??
 }
 
 fn end_loans(data: &InstanceData, loans: &[(usize, u32)]) {

@@ -1,9 +1,10 @@
 //! [`Linker`]: host definitions for a component's imports, by name.
 
+use super::abi;
 use super::compiled::Component;
 use super::info::{ComponentInfo, ExternTy};
 use super::instance::{Instance, InstancePre};
-use super::instance::{Lowering, host_call};
+use super::instance::{Lowering, block_on_host, host_call};
 use super::resources::{HostDtor, ResourceType};
 use super::typed::{
     ComponentNamedList, Lift, Lower, TypeCheck, host_check, lift_args, lower_results,
@@ -37,14 +38,16 @@ pub(crate) type TypedHostFn<T> = dyn Fn(
 /// A host function of either kind.
 pub(crate) enum HostFunc<T: 'static> {
     Dynamic(Arc<HostFn<T>>),
-    Typed(Arc<TypedHostFn<T>>),
+    /// A host function lifting and lowering by itself; `true` when it is
+    /// async (its body is a future).
+    Typed(Arc<TypedHostFn<T>>, bool),
 }
 
 impl<T> Clone for HostFunc<T> {
     fn clone(&self) -> Self {
         match self {
             HostFunc::Dynamic(f) => HostFunc::Dynamic(f.clone()),
-            HostFunc::Typed(f) => HostFunc::Typed(f.clone()),
+            HostFunc::Typed(f, is_async) => HostFunc::Typed(f.clone(), *is_async),
         }
     }
 }
@@ -225,6 +228,26 @@ impl<T: 'static> Linker<T> {
     ) -> Result<Instance> {
         self.instantiate_pre(component)?.instantiate(store)
     }
+
+    /// [`Linker::instantiate`] on a fiber; see
+    /// [`InstancePre::instantiate_async`], which this calls.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Linker::instantiate`]; also fails if no fiber stack can be
+    /// allocated.
+    pub async fn instantiate_async(
+        &self,
+        store: impl AsContextMut<Data = T>,
+        component: &Component,
+    ) -> Result<Instance>
+    where
+        T: Send,
+    {
+        self.instantiate_pre(component)?
+            .instantiate_async(store)
+            .await
+    }
 }
 
 impl<'a, T: 'static> LinkerInstance<'a, T> {
@@ -291,7 +314,7 @@ impl<'a, T: 'static> LinkerInstance<'a, T> {
                 lowering,
                 results,
                 |cx| lift_args::<Params>(cx, &lowering.params_tuple, lowering.flat_params, args),
-                |store, params| func(store, params),
+                &func,
                 |cx, values: Return, results| {
                     lower_results(
                         cx,
@@ -307,9 +330,123 @@ impl<'a, T: 'static> LinkerInstance<'a, T> {
         self.insert(
             name,
             Definition::Func(
-                HostFunc::Typed(Arc::new(host)),
+                HostFunc::Typed(Arc::new(host), false),
                 Some(host_check::<Params, Return>()),
             ),
+        )
+    }
+
+    /// The async form of [`LinkerInstance::func_wrap`]: `func` returns a
+    /// boxed future of the results, which runs to completion on the fiber
+    /// of the calling guest, suspending it while pending.
+    ///
+    /// A component importing such a function must be instantiated with
+    /// [`InstancePre::instantiate_async`](super::InstancePre::instantiate_async)
+    /// (or [`Linker::instantiate_async`]) and its functions called with
+    /// [`Func::call_async`](super::Func::call_async) or
+    /// [`TypedFunc::call_async`](super::TypedFunc::call_async); the
+    /// synchronous entry points then fail with an error saying so.
+    ///
+    /// # Errors
+    ///
+    /// Fails if `name` is already defined and shadowing is not allowed.
+    pub fn func_wrap_async<Params, Return, F>(&mut self, name: &str, func: F) -> Result<()>
+    where
+        F: Fn(
+                StoreContextMut<'_, T>,
+                Params,
+            ) -> Box<dyn std::future::Future<Output = Result<Return>> + Send + '_>
+            + Send
+            + Sync
+            + 'static,
+        Params: ComponentNamedList + Lift + 'static,
+        Return: ComponentNamedList + Lower + 'static,
+    {
+        let host = move |caller: &mut crate::Caller<'_, T>,
+                         data: &Arc<super::instance::InstanceData>,
+                         lowering: &Lowering<T>,
+                         args: &[crate::Val],
+                         results: &mut [crate::Val]| {
+            host_call(
+                caller,
+                data,
+                lowering,
+                results,
+                |cx| lift_args::<Params>(cx, &lowering.params_tuple, lowering.flat_params, args),
+                |store, params| block_on_host(store, |store| Box::into_pin(func(store, params))),
+                |cx, values: Return, results| {
+                    lower_results(
+                        cx,
+                        &lowering.results_tuple,
+                        lowering.flat_results,
+                        &values,
+                        args,
+                        results,
+                    )
+                },
+            )
+        };
+        self.insert(
+            name,
+            Definition::Func(
+                HostFunc::Typed(Arc::new(host), true),
+                Some(host_check::<Params, Return>()),
+            ),
+        )
+    }
+
+    /// The async form of [`LinkerInstance::func_new`]: `func` returns a
+    /// boxed future that fills in the results. See
+    /// [`LinkerInstance::func_wrap_async`] for how it runs and what it
+    /// requires.
+    ///
+    /// # Errors
+    ///
+    /// Fails if `name` is already defined and shadowing is not allowed.
+    pub fn func_new_async<F>(&mut self, name: &str, func: F) -> Result<()>
+    where
+        F: for<'s> Fn(
+                StoreContextMut<'s, T>,
+                ComponentFunc,
+                &'s [Val],
+                &'s mut [Val],
+            ) -> Box<dyn std::future::Future<Output = Result<()>> + Send + 's>
+            + Send
+            + Sync
+            + 'static,
+    {
+        let host = move |caller: &mut crate::Caller<'_, T>,
+                         data: &Arc<super::instance::InstanceData>,
+                         lowering: &Lowering<T>,
+                         args: &[crate::Val],
+                         results: &mut [crate::Val]| {
+            let ty = lowering.ty.clone();
+            host_call(
+                caller,
+                data,
+                lowering,
+                results,
+                |cx| abi::lift_import_args(cx.0, &lowering.params, args),
+                |mut store, vals: Vec<Val>| {
+                    let mut out = vec![Val::Bool(false); ty.results.len()];
+                    block_on_host(store.as_context_mut(), |store| {
+                        Box::into_pin(func(
+                            store,
+                            ComponentFunc { ty: ty.clone() },
+                            &vals,
+                            &mut out,
+                        ))
+                    })?;
+                    Ok(out)
+                },
+                |cx, out, results| {
+                    abi::lower_import_results(cx.0, &ty.results, &out, args, results)
+                },
+            )
+        };
+        self.insert(
+            name,
+            Definition::Func(HostFunc::Typed(Arc::new(host), true), None),
         )
     }
 

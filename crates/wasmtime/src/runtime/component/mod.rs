@@ -40,7 +40,7 @@ pub use values::Val;
 #[doc(hidden)]
 pub mod __internal {
     pub use super::typed::{
-        AbiContext, Fields, FlatCase, FlatSource, StoredCase, lift_flags, load_flags,
+        AbiContext, Fields, FlatCase, FlatSource, StoredCase, TypeCheckFn, lift_flags, load_flags,
         lower_case_flat, lower_flags, store_case, store_flags, typecheck_enum, typecheck_flags,
         typecheck_record, typecheck_variant, unknown_case,
     };

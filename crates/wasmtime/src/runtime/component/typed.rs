@@ -656,10 +656,14 @@ impl<T: Lower, E: Lower> Lower for std::result::Result<T, E> {
 // ---------------------------------------------------------------------------
 // Records, enums and flags: what the derives call.
 
+/// A Rust type's check of an interface type ([`ComponentType::typecheck`]).
+#[doc(hidden)]
+pub type TypeCheckFn = fn(&Type) -> Result<()>;
+
 /// Checks that `ty` is a record with exactly these fields, in this order,
 /// each of the type its check accepts.
 #[doc(hidden)]
-pub fn typecheck_record(ty: &Type, fields: &[(&str, fn(&Type) -> Result<()>)]) -> Result<()> {
+pub fn typecheck_record(ty: &Type, fields: &[(&str, TypeCheckFn)]) -> Result<()> {
     let InterfaceType::Record(actual) = &ty.0 else {
         return Err(mismatch("record", ty));
     };
@@ -682,10 +686,7 @@ pub fn typecheck_record(ty: &Type, fields: &[(&str, fn(&Type) -> Result<()>)]) -
 /// Checks that `ty` is a variant with exactly these cases, in this order,
 /// each with a payload exactly when its check is given.
 #[doc(hidden)]
-pub fn typecheck_variant(
-    ty: &Type,
-    cases: &[(&str, Option<fn(&Type) -> Result<()>>)],
-) -> Result<()> {
+pub fn typecheck_variant(ty: &Type, cases: &[(&str, Option<TypeCheckFn>)]) -> Result<()> {
     let InterfaceType::Variant(actual) = &ty.0 else {
         return Err(mismatch("variant", ty));
     };
@@ -854,7 +855,7 @@ pub(crate) fn lower_handle(
 // ---------------------------------------------------------------------------
 // Tuples
 
-fn tuple_types<'t>(ty: &'t Type, arity: usize) -> Result<&'t [InterfaceType]> {
+fn tuple_types(ty: &Type, arity: usize) -> Result<&[InterfaceType]> {
     match &ty.0 {
         InterfaceType::Tuple(tys) if tys.len() == arity => Ok(tys),
         InterfaceType::Tuple(tys) => bail!(
@@ -868,7 +869,7 @@ fn tuple_types<'t>(ty: &'t Type, arity: usize) -> Result<&'t [InterfaceType]> {
 /// The element types a tuple value of `arity` elements lifts or lowers
 /// with. The empty tuple also stands for a case without payload, so it
 /// accepts any type and has no elements.
-fn element_types<'t>(ty: &'t Type, arity: usize) -> Result<&'t [InterfaceType]> {
+fn element_types(ty: &Type, arity: usize) -> Result<&[InterfaceType]> {
     if arity == 0 {
         return Ok(&[]);
     }
@@ -1126,6 +1127,33 @@ where
             |cx, func| lower_args(cx, &func.params_tuple, func.flat_params, &params),
             |cx, func, core| lift_results(cx, &func.results_tuple, func.flat_results, core),
         )
+    }
+
+    /// [`TypedFunc::call`] on a fiber; see [`Func::call_async`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`Func::call_async`].
+    ///
+    /// # Panics
+    ///
+    /// Panics if this function belongs to another store.
+    pub async fn call_async(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        params: Params,
+    ) -> Result<Return>
+    where
+        Params: Send + Sync,
+        Return: Send + Sync,
+    {
+        self.func
+            .call_with_async(
+                store.as_context_mut(),
+                |cx, func| lower_args(cx, &func.params_tuple, func.flat_params, &params),
+                |cx, func, core| lift_results(cx, &func.results_tuple, func.flat_results, core),
+            )
+            .await
     }
 
     /// Does nothing, as [`Func::post_return`].
