@@ -57,6 +57,10 @@ traps! {
     NullReference = "null reference",
     /// An allocation was too large to succeed.
     AllocationTooLarge = "allocation size too large",
+    /// A component instance was called after a call into the store had
+    /// trapped: its state may be half-updated, so the component model
+    /// forbids entering it again.
+    CannotEnterComponent = "cannot enter component instance",
 }
 
 impl Trap {

@@ -336,3 +336,38 @@ fn guest_resource_handles_held_by_the_host() -> wasmtime::Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn a_trap_poisons_the_store_for_components() -> wasmtime::Result<()> {
+    let engine = engine();
+    let component = Component::new(
+        &engine,
+        r#"(component
+          (core module $m
+            (func (export "ok") (result i32) (i32.const 1))
+            (func (export "boom") unreachable))
+          (core instance $i (instantiate $m))
+          (func (export "ok") (result u32) (canon lift (core func $i "ok")))
+          (func (export "boom") (canon lift (core func $i "boom"))))"#,
+    )?;
+    let mut store = Store::new(&engine, ());
+    let instance = Linker::new(&engine).instantiate(&mut store, &component)?;
+    let ok = instance.get_typed_func::<(), (u32,)>(&mut store, "ok")?;
+    let boom = instance.get_typed_func::<(), ()>(&mut store, "boom")?;
+    assert_eq!(ok.call(&mut store, ())?.0, 1);
+    let trap = boom.call(&mut store, ()).expect_err("`boom` traps");
+    assert_eq!(
+        trap.downcast_ref::<wasmtime::Trap>(),
+        Some(&wasmtime::Trap::UnreachableCodeReached)
+    );
+    // After the trap the instance may be half-updated: it cannot be
+    // entered again, by any export.
+    let error = ok.call(&mut store, ()).expect_err("entering after a trap");
+    assert_eq!(
+        error.downcast_ref::<wasmtime::Trap>(),
+        Some(&wasmtime::Trap::CannotEnterComponent),
+        "{error:#}"
+    );
+    assert!(format!("{error}").contains("cannot enter component instance"));
+    Ok(())
+}

@@ -179,7 +179,7 @@ fn async_calls_work_without_async_imports() -> wasmtime::Result<()> {
 }
 
 #[test]
-fn dropping_a_suspended_call_leaves_the_store_usable() -> wasmtime::Result<()> {
+fn a_cancelled_call_poisons_the_store_for_components() -> wasmtime::Result<()> {
     let engine = Engine::default();
     let component = Component::new(&engine, GUEST)?;
     let linker = async_linker(&engine);
@@ -192,8 +192,20 @@ fn dropping_a_suspended_call_leaves_the_store_usable() -> wasmtime::Result<()> {
         let mut cx = Context::from_waker(waker);
         assert!(call.as_mut().poll(&mut cx).is_pending());
     }
-    // The cancelled call unwound; a new one runs to completion.
-    let (result, _) = run_counting(twice.call_async(&mut store, (5,)));
-    assert_eq!(result?.0, 7);
+    // The cancelled call unwound like a trap: as upstream, no component
+    // instance of the store may be entered again.
+    let error = run_counting(twice.call_async(&mut store, (5,)))
+        .0
+        .expect_err("a call after a cancelled one");
+    assert_eq!(
+        error.downcast_ref::<wasmtime::Trap>(),
+        Some(&wasmtime::Trap::CannotEnterComponent),
+        "{error:#}"
+    );
+    // Another store is not affected.
+    let mut store = Store::new(&engine, 0);
+    let instance = run_counting(linker.instantiate_async(&mut store, &component)).0?;
+    let twice = instance.get_typed_func::<(u32,), (u32,)>(&mut store, "twice")?;
+    assert_eq!(run_counting(twice.call_async(&mut store, (5,))).0?.0, 7);
     Ok(())
 }

@@ -385,6 +385,10 @@ pub struct StoreOpaque {
     /// MMU generation changes only at the outermost, and a reset is refused
     /// while any is.
     wasm_call_depth: usize,
+    /// Whether a call of WebAssembly in this store has failed (a trap, a
+    /// host error, a cancelled async call): from then on no component
+    /// instance of the store may be entered, as upstream rules.
+    pub(crate) wasm_trapped: bool,
     limiter: Option<LimiterAccessor>,
     instance_limit: usize,
     memory_limit: usize,
@@ -972,6 +976,7 @@ impl StoreOpaque {
             mmu,
             mmu_behavior: MmuBehavior::Trap,
             wasm_call_depth: 0,
+            wasm_trapped: false,
             limiter: None,
             instance_limit: DEFAULT_INSTANCE_LIMIT,
             memory_limit: DEFAULT_MEMORY_LIMIT,
@@ -1701,7 +1706,10 @@ impl StoreOpaque {
         }
         match result {
             Ok(()) => Ok(()),
-            Err(record) => Err(self.trap_to_error(*record)),
+            Err(record) => {
+                self.wasm_trapped = true;
+                Err(self.trap_to_error(*record))
+            }
         }
     }
 

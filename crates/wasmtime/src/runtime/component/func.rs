@@ -180,6 +180,9 @@ impl Func {
         lift: impl FnOnce(&mut AbiContext<'_>, &LiftedFunc, &[CoreVal]) -> Result<R>,
     ) -> Result<R> {
         let (func, data) = self.lifted(&store.0.opaque);
+        if store.0.opaque.wasm_trapped {
+            bail!(crate::Trap::CannotEnterComponent);
+        }
         // A borrow scope is needed only when the arguments can lend the
         // callee a handle; a failed call (a trap can leave inner calls'
         // scopes open) ends every scope opened since it began.
