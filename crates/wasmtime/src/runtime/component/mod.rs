@@ -8,11 +8,10 @@
 //! values in those host functions. See `docs/architecture.md`, "The
 //! component model".
 //!
-//! Unfinished (this is the first part of the work): typed calls go
-//! through [`Val`] (no derive for records, variants, enums and flags yet);
-//! no reflection of component types (`types` has only [`types::ComponentFunc`]
-//! and an opaque [`types::Type`]); imported core modules; async variants;
-//! pooling and reset of component instances.
+//! Unfinished: no reflection of component types beyond names
+//! (`types` has [`types::ComponentFunc`] and an opaque [`types::Type`]);
+//! no `bindgen!`; pooling and reset of component instances; component
+//! artifacts; `define_unknown_imports_as_traps`.
 
 mod abi;
 mod compiled;
@@ -20,6 +19,7 @@ mod func;
 mod info;
 mod instance;
 mod linker;
+mod resource_table;
 mod resources;
 mod transcode;
 mod translate;
@@ -32,6 +32,7 @@ pub use func::Func;
 pub(crate) use instance::InstanceData;
 pub use instance::{Instance, InstanceExportLookup, InstancePre};
 pub use linker::{Linker, LinkerInstance};
+pub use resource_table::{ResourceTable, ResourceTableError};
 pub use resources::{Resource, ResourceAny, ResourceType};
 pub use typed::{ComponentNamedList, ComponentType, Lift, Lower, TypedFunc};
 pub use values::Val;
