@@ -371,3 +371,67 @@ fn a_trap_poisons_the_store_for_components() -> wasmtime::Result<()> {
     assert!(format!("{error}").contains("cannot enter component instance"));
     Ok(())
 }
+
+#[test]
+fn unknown_imports_can_be_stubbed_with_traps() -> wasmtime::Result<()> {
+    let engine = engine();
+    let component = Component::new(
+        &engine,
+        r#"(component
+          (import "wasi:io/streams@0.2.3" (instance $streams
+            (export "input-stream" (type (sub resource)))
+            (export "output-stream" (type (sub resource)))
+            (export "ready" (func (result bool)))))
+          (import "known" (func $known (result u32)))
+          (alias export $streams "ready" (func $ready))
+          (core func $ready (canon lower (func $ready)))
+          (core func $known (canon lower (func $known)))
+          (core module $m
+            (import "host" "ready" (func $ready (result i32)))
+            (import "host" "known" (func $known (result i32)))
+            (func (export "use-known") (result i32) (call $known))
+            (func (export "use-ready") (result i32) (call $ready)))
+          (core instance $i (instantiate $m (with "host" (instance
+            (export "ready" (func $ready))
+            (export "known" (func $known))))))
+          (func (export "use-known") (result u32) (canon lift (core func $i "use-known")))
+          (func (export "use-ready") (result bool) (canon lift (core func $i "use-ready"))))"#,
+    )?;
+    // Reflection names every import, nested ones included.
+    let ty = component.component_type();
+    let imports: Vec<&str> = ty.imports(&engine).map(|(name, _)| name).collect();
+    assert_eq!(imports, ["wasi:io/streams@0.2.3", "known"]);
+    let (_, streams) = ty
+        .imports(&engine)
+        .find(|(name, _)| name.starts_with("wasi:io"))
+        .unwrap();
+    let wasmtime::component::types::ComponentItem::ComponentInstance(streams) = streams else {
+        panic!("an instance import");
+    };
+    let exports: Vec<&str> = streams.exports(&engine).map(|(name, _)| name).collect();
+    assert_eq!(exports, ["input-stream", "output-stream", "ready"]);
+
+    let mut linker = Linker::<()>::new(&engine);
+    linker.root().func_wrap("known", |_, (): ()| Ok((7u32,)))?;
+    // Without stubs the missing import is named.
+    let Err(error) = linker.instantiate(&mut Store::new(&engine, ()), &component) else {
+        panic!("an import is missing");
+    };
+    assert!(
+        format!("{error:#}").contains("wasi:io/streams@0.2.3"),
+        "{error:#}"
+    );
+    linker.define_unknown_imports_as_traps(&component)?;
+    let mut store = Store::new(&engine, ());
+    let instance = linker.instantiate(&mut store, &component)?;
+    let known = instance.get_typed_func::<(), (u32,)>(&mut store, "use-known")?;
+    assert_eq!(known.call(&mut store, ())?.0, 7, "a defined import is kept");
+    let ready = instance.get_typed_func::<(), (bool,)>(&mut store, "use-ready")?;
+    let error = ready.call(&mut store, ()).expect_err("the stub traps");
+    assert!(
+        format!("{error:#}")
+            .contains("unknown import: `wasi:io/streams@0.2.3#ready` has not been defined"),
+        "{error:#}"
+    );
+    Ok(())
+}

@@ -119,9 +119,9 @@ impl Component {
                     ExportItem::Func { ty, .. } => {
                         types::ComponentItem::ComponentFunc(types::ComponentFunc { ty: ty.clone() })
                     }
-                    ExportItem::Instance(_) => {
-                        types::ComponentItem::ComponentInstance(types::ComponentInstance(()))
-                    }
+                    ExportItem::Instance(_) => types::ComponentItem::ComponentInstance(
+                        types::ComponentInstance(Default::default()),
+                    ),
                     ExportItem::Module(_) => types::ComponentItem::Module(types::Module(())),
                     ExportItem::Resource(_) => {
                         types::ComponentItem::Resource(types::ResourceTypeAtComponent(()))
@@ -132,7 +132,14 @@ impl Component {
                 Some((name.clone(), item))
             })
             .collect();
-        types::Component { exports }
+        let imports = self
+            .inner
+            .info
+            .import_types
+            .iter()
+            .map(|(name, ty)| (name.clone(), reflect(ty)))
+            .collect();
+        types::Component { imports, exports }
     }
 
     /// The engine this component was compiled for.
@@ -248,5 +255,28 @@ impl std::fmt::Debug for ComponentExportIndex {
         f.debug_tuple("ComponentExportIndex")
             .field(&self.path)
             .finish()
+    }
+}
+
+/// The public view of an import's type.
+fn reflect(ty: &super::info::ExternTy) -> types::ComponentItem {
+    use super::info::ExternTy;
+    match ty {
+        ExternTy::Func(ty) => {
+            types::ComponentItem::ComponentFunc(types::ComponentFunc { ty: ty.clone() })
+        }
+        ExternTy::Instance(exports) => {
+            types::ComponentItem::ComponentInstance(types::ComponentInstance(Arc::new(
+                exports
+                    .iter()
+                    .map(|(n, t)| (n.clone(), reflect(t)))
+                    .collect(),
+            )))
+        }
+        ExternTy::Module { .. } => types::ComponentItem::Module(types::Module(())),
+        ExternTy::Component => types::ComponentItem::Component(types::ComponentTypeOfImport(())),
+        ExternTy::Type(t) => types::ComponentItem::Type(types::Type(t.clone())),
+        ExternTy::Resource(_) => types::ComponentItem::Resource(types::ResourceTypeAtComponent(())),
+        ExternTy::CoreFunc => types::ComponentItem::CoreFunc(types::CoreFuncType(())),
     }
 }

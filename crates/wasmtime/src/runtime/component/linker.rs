@@ -172,6 +172,60 @@ impl<T: 'static> Linker<T> {
         self.root().into_instance(name)
     }
 
+    /// Defines every import of `component` that this linker does not
+    /// define yet (by name, or by a semver-compatible name) with a stub:
+    /// a function that traps with "unknown import: `name` has not been
+    /// defined" when called, and a host resource type of its own for a
+    /// resource, whose handles the stub functions never make. Instances
+    /// are filled in export by export. Useful to instantiate a guest whose
+    /// imports are only partly implemented.
+    ///
+    /// # Errors
+    ///
+    /// Fails if the component imports a core module or a component (there
+    /// is no stub for those), or if a name is defined as something of
+    /// another kind.
+    pub fn define_unknown_imports_as_traps(&mut self, component: &Component) -> Result<()> {
+        fn stub<T>(
+            ns: &mut LinkerInstance<'_, T>,
+            name: &str,
+            ty: &ExternTy,
+            path: &str,
+        ) -> Result<()> {
+            let full = if path.is_empty() {
+                name.to_string()
+            } else {
+                format!("{path}#{name}")
+            };
+            match ty {
+                ExternTy::Instance(exports) => {
+                    let mut inner = ns.instance(name)?;
+                    for (export, ty) in exports.iter() {
+                        stub(&mut inner, export, ty, &full)?;
+                    }
+                    Ok(())
+                }
+                _ if lookup(ns.map, name).is_some() => Ok(()),
+                ExternTy::Func(_) => ns.func_new(name, move |_, _, _, _| {
+                    bail!("unknown import: `{full}` has not been defined")
+                }),
+                ExternTy::Resource(_) => {
+                    ns.resource(name, ResourceType::host::<UnknownImport>(), |_, _| Ok(()))
+                }
+                ExternTy::Module { .. } | ExternTy::Component => {
+                    bail!("unable to define the import `{full}` as a trap: it is not a function")
+                }
+                ExternTy::Type(_) | ExternTy::CoreFunc => Ok(()),
+            }
+        }
+        let imports = component.inner.info.import_types.clone();
+        let mut root = self.root();
+        for (name, ty) in &imports {
+            stub(&mut root, name, ty, "")?;
+        }
+        Ok(())
+    }
+
     /// Resolves and type-checks every import of `component` now, so that
     /// instantiating it later ([`InstancePre::instantiate`]) does no
     /// lookups.
@@ -693,3 +747,7 @@ impl Typecheck<'_> {
         }
     }
 }
+
+/// The host resource type of the stubs that
+/// [`Linker::define_unknown_imports_as_traps`] defines.
+struct UnknownImport;

@@ -104,15 +104,25 @@ impl ComponentFunc {
     }
 }
 
-/// The type of a component: what it exports. Unfinished: only the
-/// exports, and without their detailed types for instances and value
-/// types.
+/// The type of a component: what it imports and what it exports.
+/// Unfinished: value types and resources are opaque.
 #[derive(Debug, Clone)]
 pub struct Component {
+    pub(crate) imports: Vec<(String, ComponentItem)>,
     pub(crate) exports: Vec<(String, ComponentItem)>,
 }
 
 impl Component {
+    /// The component's imports, by name, in the order it declares them.
+    pub fn imports<'a>(
+        &'a self,
+        _engine: &'a crate::Engine,
+    ) -> impl ExactSizeIterator<Item = (&'a str, ComponentItem)> + 'a {
+        self.imports
+            .iter()
+            .map(|(name, item)| (name.as_str(), item.clone()))
+    }
+
     /// The component's exports, by name, in name order.
     pub fn exports<'a>(
         &'a self,
@@ -154,19 +164,46 @@ pub enum ComponentItem {
     ComponentInstance(ComponentInstance),
     /// A value type.
     Type(Type),
+    /// A component type (of an imported component). Unfinished: opaque.
+    Component(ComponentTypeOfImport),
+    /// A core function type. Unfinished: opaque.
+    CoreFunc(CoreFuncType),
     /// A resource type. The type of a resource the component defines
     /// exists only per instance: ask the instance with
     /// [`Instance::get_resource`](super::Instance::get_resource).
     Resource(ResourceTypeAtComponent),
 }
 
+/// The type of a component that is imported. Unfinished: opaque.
+#[derive(Debug, Clone)]
+pub struct ComponentTypeOfImport(pub(crate) ());
+
+/// A core function type in a component type. Unfinished: opaque.
+#[derive(Debug, Clone)]
+pub struct CoreFuncType(pub(crate) ());
+
 /// The type of a core module export. Unfinished: opaque.
 #[derive(Debug, Clone)]
 pub struct Module(pub(crate) ());
 
-/// The type of an instance export. Unfinished: opaque.
+/// The type of a component instance: its exports. Known for imported
+/// instances; an exported instance's is not kept yet (unfinished), so it
+/// has none.
 #[derive(Debug, Clone)]
-pub struct ComponentInstance(pub(crate) ());
+pub struct ComponentInstance(pub(crate) Arc<Vec<(String, ComponentItem)>>);
+
+impl ComponentInstance {
+    /// The instance's exports, by name, in the order its type declares
+    /// them.
+    pub fn exports<'a>(
+        &'a self,
+        _engine: &'a crate::Engine,
+    ) -> impl ExactSizeIterator<Item = (&'a str, ComponentItem)> + 'a {
+        self.0
+            .iter()
+            .map(|(name, item)| (name.as_str(), item.clone()))
+    }
+}
 
 /// A resource type as a component type names it, before instantiation.
 /// Unfinished: opaque.
