@@ -277,6 +277,56 @@ impl<T: 'static> Resource<T> {
     fn to_any(&self) -> ResourceAny {
         ResourceAny::new(ResourceType::host::<T>(), self.rep, self.owned)
     }
+
+    /// The typed handle behind `resource`, a handle of the host resource
+    /// type `T` (for example one that a dynamic host function received as
+    /// a [`Val::Resource`](super::Val::Resource)). An owned `resource` is
+    /// used up: its clones can no longer be passed on or dropped.
+    ///
+    /// # Errors
+    ///
+    /// Fails if `resource` is of another resource type, or was already
+    /// used up (passed on as `own`, dropped, or a borrow whose call ended).
+    pub fn try_from_resource_any(
+        resource: ResourceAny,
+        _store: impl AsContextMut,
+    ) -> Result<Resource<T>> {
+        Resource::from_any(resource)
+    }
+
+    /// This handle as a [`ResourceAny`], to pass through the dynamic API;
+    /// the same as [`ResourceAny::try_from_resource`].
+    ///
+    /// # Errors
+    ///
+    /// Never fails today; a `Result` as upstream's is.
+    pub fn try_into_resource_any(self, store: impl AsContextMut) -> Result<ResourceAny> {
+        ResourceAny::try_from_resource(self, store)
+    }
+}
+
+impl ResourceAny {
+    /// `resource` as a dynamically typed handle of the host resource type
+    /// `T`.
+    ///
+    /// # Errors
+    ///
+    /// Never fails today; a `Result` as upstream's is.
+    pub fn try_from_resource<T: 'static>(
+        resource: Resource<T>,
+        _store: impl AsContextMut,
+    ) -> Result<ResourceAny> {
+        Ok(resource.to_any())
+    }
+
+    /// This handle as a typed one; see [`Resource::try_from_resource_any`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`Resource::try_from_resource_any`].
+    pub fn try_into_resource<T: 'static>(self, store: impl AsContextMut) -> Result<Resource<T>> {
+        Resource::try_from_resource_any(self, store)
+    }
 }
 
 impl<T: 'static> Lift for Resource<T> {
