@@ -19,7 +19,7 @@
 # the Debian packages that ci/install.sh installs (python3-venv, clang, lld,
 # wasi-libc, libclang-rt-dev-wasm32).
 #
-# Environment: GUESTS_OUT (default target/guests under the repository),
+# Environment: WASMTIME_REAL_GUESTS_DIR (default target/guests under the repository),
 # PYTHON (default python3).
 set -euo pipefail
 
@@ -27,7 +27,7 @@ COMPONENTIZE_PY_VERSION=0.25.1
 SPIN_SDK_VERSION=5.0.0
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-out="${GUESTS_OUT:-$root/target/guests}"
+out="${WASMTIME_REAL_GUESTS_DIR:-$root/target/guests}"
 src="$root/tests/guests"
 python="${PYTHON:-python3}"
 mkdir -p "$out"
