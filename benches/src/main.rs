@@ -10,6 +10,7 @@
 //! cargo run --release -p wasmtime-mmu-benches -- mmu-load [--workers N] [--runs N] [--quick] [--arming mprotect|swap|both]
 //! cargo run --release -p wasmtime-mmu-benches -- cache-run --upstream-cli PATH [--runs N] [--programs N]
 //! cargo run --release -p wasmtime-mmu-benches -- load [--runs N] [--module FILE.wasm]...
+//! cargo run --release -p wasmtime-mmu-benches -- component-guest [--runs N] [--module GUEST.wasm]
 //! cargo run --release -p wasmtime-mmu-benches -- reset [--runs N] [--calls N] [--sizes 256k,4m,16m] [--threads 1,2] [--workloads fixed,rotating] [--syscalls [--resets N]]
 //! cargo run --release -p wasmtime-mmu-benches -- reset-syscalls [--resets N]
 //! ```
@@ -44,6 +45,7 @@
 
 mod artifacts;
 mod component;
+mod component_guest;
 mod interrupt;
 mod kernels;
 mod load;
@@ -70,6 +72,7 @@ usage: bench kernels [--runs N] [--filter NAME[,NAME...]] [--mode MODE]
        bench cache-run --upstream-cli PATH [--runs N] [--programs N] [--filter NAME[,NAME...]]
        bench load [--runs N] [--module FILE.wasm]...
        bench component [--runs N] [--quick]
+       bench component-guest [--runs N] [--quick] [--module GUEST.wasm]
        bench reset [--runs N] [--calls N] [--sizes 256k,4m,16m] [--threads 1,2]
                    [--workloads fixed,rotating] [--syscalls [--resets N]]
        bench reset-syscalls [--resets N]
@@ -82,7 +85,8 @@ MODE: plain, epochs, fuel, mmu (ours with MMU polls, set against upstream's epoc
 --workers: mmu-load's busy worker threads (default: the number of CPUs)
 --upstream-cli: upstream Wasmtime 48's `wasmtime` binary, for cache-run
 --programs: cache-run's count of programs, the largest first (default 8)
---module: a module for load (repeatable; default sqlite3 and the largest Sightglass program)
+--module: a module for load (repeatable; default sqlite3 and the largest Sightglass program);
+          component-guest: the component (default target/guests/py-command.wasm)
 --calls, --sizes, --threads, --workloads: reset's calls per round and thread (default: calibrated
           to about 0.25 s a round), memory sizes, thread counts and page patterns (default all)
 --resets: resets counted under strace by reset-syscalls and reset --syscalls (default 10,000)";
@@ -128,10 +132,11 @@ fn main() -> Result<()> {
         "cache-run" => artifacts::cache_run(&options),
         "load" => artifacts::load(&options),
         "component" => component::run(&options),
+        "component-guest" => component_guest::run(&options),
         other => bail!(
             "unknown benchmark suite `{other}` (expected `kernels`, `interrupt-overhead`, \
              `stacks`, `sightglass`, `mmu-roundtrip`, `mmu-load`, `cache-run`, `load`, \
-             `component`, `reset` or `reset-syscalls`)"
+             `component`, `component-guest`, `reset` or `reset-syscalls`)"
         ),
     }
 }
