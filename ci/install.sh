@@ -11,8 +11,8 @@ if ! command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || ! command -v qemu-aarch
     $sudo apt-get install -y qemu-user gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross
 fi
 # The real guest components (ci/build-guests.sh, tests/real_guests.rs):
-# python3-venv (venv with ensurepip) for componentize-py, and Debian's clang with wasi-libc and
-# the wasm32 compiler-rt builtins for the C guest.
+# python3-venv (a venv needs ensurepip) for componentize-py, and Debian's
+# clang with wasi-libc and the wasm32 compiler-rt builtins for the C guest.
 if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || ! command -v clang >/dev/null 2>&1 ||
     ! command -v wasm-ld >/dev/null 2>&1 || [ ! -e /usr/lib/wasm32-wasi/libc.a ] ||
     ! ls /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1; then
