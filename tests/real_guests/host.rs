@@ -465,7 +465,7 @@ pub fn run(bytes: &[u8], plan: &Plan, call: Call) -> Result<Outcome, String> {
         .get_export_index(&mut store, Some(&index), func_name)
         .ok_or_else(|| format!("exports: `{export}` has no `{func_name}`"))?;
     let func = instance
-        .get_func(&mut store, &index)
+        .get_func(&mut store, index)
         .ok_or_else(|| format!("exports: `{export}#{func_name}` is not a function"))?;
     let ty = func.ty(&store);
     let (params, results) = (ty.params().len(), ty.results().len());
