@@ -61,6 +61,32 @@ traps! {
     /// trapped: its state may be half-updated, so the component model
     /// forbids entering it again.
     CannotEnterComponent = "cannot enter component instance",
+    /// A component instance called out while it may not (while the host
+    /// writes into it, or during its post-return).
+    CannotLeaveComponent = "cannot leave component instance",
+    /// An adapter between two components met a `char` that is not a
+    /// Unicode scalar value.
+    InvalidChar = "invalid `char` bit pattern",
+    /// An adapter's string transcoding did not finish (a broken invariant
+    /// of the adapter itself).
+    DebugAssertStringEncodingFinished = "should have finished string encoding",
+    /// An adapter's transcoding produced unequal code unit counts (a
+    /// broken invariant of the adapter itself).
+    DebugAssertEqualCodeUnits = "code units should be equal",
+    /// An adapter met a misaligned pointer where it had checked alignment
+    /// (a broken invariant of the adapter itself).
+    DebugAssertPointerAligned = "pointer should be aligned",
+    /// An adapter met upper bits set that it had cleared (a broken
+    /// invariant of the adapter itself).
+    DebugAssertUpperBitsUnset = "upper bits should be unset",
+    /// A string an adapter copies lies outside its memory.
+    StringOutOfBounds = "string content out-of-bounds",
+    /// A list an adapter copies lies outside its memory.
+    ListOutOfBounds = "list content out-of-bounds",
+    /// An adapter met a variant discriminant out of range.
+    InvalidDiscriminant = "invalid variant discriminant",
+    /// An adapter met a pointer not aligned for what it points to.
+    UnalignedPointer = "unaligned pointer",
 }
 
 impl Trap {

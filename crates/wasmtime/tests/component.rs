@@ -435,3 +435,69 @@ fn unknown_imports_can_be_stubbed_with_traps() -> wasmtime::Result<()> {
     );
     Ok(())
 }
+
+/// Traps raised in a guest's `realloc` (called by the host) and by an
+/// adapter module between two components are `wasmtime::Trap`s, as
+/// upstream's are.
+#[test]
+fn traps_in_realloc_and_adapters_are_traps() -> wasmtime::Result<()> {
+    let engine = engine();
+    let component = Component::new(
+        &engine,
+        r#"(component
+          (core module $m
+            (memory (export "memory") 1)
+            (func (export "realloc") (param i32 i32 i32 i32) (result i32) unreachable)
+            (func (export "f") (param i32 i32)))
+          (core instance $i (instantiate $m))
+          (func (export "f") (param "s" string)
+            (canon lift (core func $i "f") (memory $i "memory") (realloc (func $i "realloc")))))"#,
+    )?;
+    let mut store = Store::new(&engine, ());
+    let instance = Linker::new(&engine).instantiate(&mut store, &component)?;
+    let f = instance.get_typed_func::<(&str,), ()>(&mut store, "f")?;
+    let error = f.call(&mut store, ("x",)).expect_err("realloc traps");
+    assert_eq!(
+        error.downcast_ref::<wasmtime::Trap>(),
+        Some(&wasmtime::Trap::UnreachableCodeReached),
+        "{error:?}"
+    );
+
+    // The callee's realloc returns a misaligned pointer for a list of u32:
+    // the adapter copying the list traps.
+    let component = Component::new(
+        &engine,
+        r#"(component
+          (component $callee
+            (core module $m
+              (memory (export "memory") 1)
+              (func (export "realloc") (param i32 i32 i32 i32) (result i32) (i32.const 1))
+              (func (export "f") (param i32 i32)))
+            (core instance $i (instantiate $m))
+            (func (export "f") (param "x" (list u32))
+              (canon lift (core func $i "f") (memory $i "memory") (realloc (func $i "realloc")))))
+          (component $caller
+            (import "f" (func $f (param "x" (list u32))))
+            (core module $libc (memory (export "memory") 1))
+            (core instance $libc (instantiate $libc))
+            (core func $low (canon lower (func $f) (memory $libc "memory")))
+            (core module $m
+              (import "" "f" (func $f (param i32 i32)))
+              (func (export "g") (call $f (i32.const 0) (i32.const 1))))
+            (core instance $i (instantiate $m (with "" (instance (export "f" (func $low))))))
+            (func (export "g") (canon lift (core func $i "g"))))
+          (instance $a (instantiate $callee))
+          (instance $b (instantiate $caller (with "f" (func $a "f"))))
+          (export "g" (func $b "g")))"#,
+    )?;
+    let mut store = Store::new(&engine, ());
+    let instance = Linker::new(&engine).instantiate(&mut store, &component)?;
+    let g = instance.get_typed_func::<(), ()>(&mut store, "g")?;
+    let error = g.call(&mut store, ()).expect_err("the adapter traps");
+    assert_eq!(
+        error.downcast_ref::<wasmtime::Trap>(),
+        Some(&wasmtime::Trap::UnalignedPointer),
+        "{error:?}"
+    );
+    Ok(())
+}

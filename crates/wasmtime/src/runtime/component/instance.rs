@@ -645,7 +645,7 @@ impl<T: 'static> Instantiation<'_, T> {
             TrampolineKind::Trap => {
                 crate::Func::new(&mut *store, ty, move |_: Caller<'_, T>, args, _| {
                     let code = args.first().and_then(|a| a.i32()).unwrap_or(-1);
-                    Err(anyhow!(super::translate::trap_message(code)))
+                    Err(super::translate::adapter_trap(code))
                 })
             }
         })
@@ -787,7 +787,7 @@ pub(crate) fn host_call<T, V, R>(
     let opts = &data.component.inner.info.options[options];
     let flags = data.flags[opts.instance];
     if flags.get(&mut caller.store).i32() != Some(MAY_LEAVE) {
-        bail!("cannot leave component instance");
+        bail!(crate::Trap::CannotLeaveComponent);
     }
     let (vals, lent, loans) = {
         let mut cx = StoreCx::new(caller.store.as_context_mut(), data, options)?;

@@ -525,3 +525,27 @@ pub(crate) fn trap_message(code: i32) -> String {
         None => format!("an adapter module trapped with the unknown code {code}"),
     }
 }
+
+/// The error of an adapter module's `trap` builtin called with `code`: the
+/// [`Trap`](crate::Trap) of that code when ours has it (every code the
+/// synchronous adapters use), else an error naming the code.
+pub(crate) fn adapter_trap(code: i32) -> anyhow::Error {
+    use crate::Trap as T;
+    let ours = match u8::try_from(code).ok().and_then(ct::Trap::from_u8) {
+        Some(ct::Trap::CannotEnterComponent) => T::CannotEnterComponent,
+        Some(ct::Trap::CannotLeaveComponent) => T::CannotLeaveComponent,
+        Some(ct::Trap::InvalidChar) => T::InvalidChar,
+        Some(ct::Trap::DebugAssertStringEncodingFinished) => T::DebugAssertStringEncodingFinished,
+        Some(ct::Trap::DebugAssertEqualCodeUnits) => T::DebugAssertEqualCodeUnits,
+        Some(ct::Trap::DebugAssertPointerAligned) => T::DebugAssertPointerAligned,
+        Some(ct::Trap::DebugAssertUpperBitsUnset) => T::DebugAssertUpperBitsUnset,
+        Some(ct::Trap::StringOutOfBounds) => T::StringOutOfBounds,
+        Some(ct::Trap::ListOutOfBounds) => T::ListOutOfBounds,
+        Some(ct::Trap::InvalidDiscriminant) => T::InvalidDiscriminant,
+        Some(ct::Trap::UnalignedPointer) => T::UnalignedPointer,
+        Some(ct::Trap::UnreachableCodeReached) => T::UnreachableCodeReached,
+        Some(ct::Trap::MemoryOutOfBounds) => T::MemoryOutOfBounds,
+        _ => return anyhow!(trap_message(code)),
+    };
+    ours.into()
+}
