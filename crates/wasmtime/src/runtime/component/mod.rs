@@ -204,11 +204,12 @@ pub use wasmtime_component_macro::Lower;
 /// The struct has one constant per flag (the set of that flag alone),
 /// `empty()`, `all()`, `contains`, `intersects`, `as_array()` (the set as
 /// 32-bit words, flag `i` being bit `i % 32` of word `i / 32`), the
-/// operators `|`, `&`, `^`, `!` and their assigning forms, and derives
-/// `Clone`, `Copy`, `PartialEq`, `Eq`, `Hash` and `Default` (the empty
-/// set). `Debug` lists the Rust names of the flags in the set, as
-/// `(READ|WRITE)`. Bits past the last flag are never set: `!` stays within
-/// the flags, and lifting a value drops bits a guest sets past them.
+/// operators `|`, `&`, `^`, `!` and their assigning forms, `Clone`,
+/// `Copy`, `PartialEq`, `Eq`, `Hash` and `Default` (the empty set).
+/// `Debug` lists the Rust names of the flags in the set, as
+/// `(READ|WRITE)`. Bits past the last flag are never set: `!` and `all()`
+/// stay within the flags (upstream's set the spare bits of `as_array()`),
+/// and lifting a value drops bits a guest sets past them.
 ///
 /// ```
 /// use wasmtime::component::flags;
