@@ -36,22 +36,27 @@ mod plan;
 )]
 mod ours {
     use wasmtime as wt;
-    // As in tests/real_guests.rs: our API has no other way between a
-    // typed `Resource<T>` and a `Val` yet.
-    use wt::component::{Lift as _, Lower as _};
 
     fn own_val<R: 'static>(
-        _store: &mut wt::StoreContextMut<'_, Host>,
+        store: &mut wt::StoreContextMut<'_, Host>,
         rep: u32,
     ) -> wt::Result<wt::component::Val> {
-        wt::component::Resource::<R>::new_own(rep).to_val()
+        let resource = wt::component::Resource::<R>::new_own(rep);
+        Ok(wt::component::Val::Resource(
+            wt::component::ResourceAny::try_from_resource(resource, store)?,
+        ))
     }
 
     fn rep_of<R: 'static>(
-        _store: &mut wt::StoreContextMut<'_, Host>,
+        store: &mut wt::StoreContextMut<'_, Host>,
         val: wt::component::Val,
     ) -> wt::Result<u32> {
-        Ok(wt::component::Resource::<R>::from_val(val)?.rep())
+        match val {
+            wt::component::Val::Resource(any) => {
+                Ok(wt::component::Resource::<R>::try_from_resource_any(any, store)?.rep())
+            }
+            other => wt::bail!("stub host: expected a resource, got {other:?}"),
+        }
     }
 
     include!("../../tests/real_guests/host.rs");
