@@ -5,6 +5,7 @@
 //! them and what they found.
 
 pub mod compare;
+pub mod component_diff;
 pub mod config;
 pub mod engines;
 pub mod generate;
