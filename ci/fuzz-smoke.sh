@@ -33,7 +33,7 @@ cargo run --quiet --manifest-path fuzz/Cargo.toml -p wasmtime-mmu-corpus-seed \
 # `-s none`: no sanitizer, so stable Rust builds it.
 cargo fuzz build -s none --target-dir "$target_dir"
 
-for target in differential compile interrupt_liveness deserialize reset; do
+for target in differential compile interrupt_liveness deserialize reset component_diff; do
     smoke="$target_dir/smoke-corpus/$target"
     rm -rf "$smoke"
     mkdir -p "$smoke"

@@ -15,7 +15,8 @@
 //! `interrupt_liveness` (and `deserialize` and `reset`, which share the layout) a
 //! module is wrapped in the input layout of
 //! `src/generate.rs`: an odd byte, the length, the module, and some bytes
-//! for the configuration and arguments. The corpus is generated, never
+//! for the configuration and arguments; `component_diff` gets plain random
+//! bytes. The corpus is generated, never
 //! committed (`fuzz/.gitignore`).
 
 use std::collections::HashSet;
@@ -125,6 +126,8 @@ fn seed(fuzz_dir: &Path, smith_count: usize) {
     let mut compile = Corpus::new(fuzz_dir, "compile");
     let mut deserialize = Corpus::new(fuzz_dir, "deserialize");
     let mut reset = Corpus::new(fuzz_dir, "reset");
+    // `component_diff` draws everything from plain bytes.
+    let mut component_diff = Corpus::new(fuzz_dir, "component_diff");
     let mut bytes = Bytes(0x2545_f491_4f6c_dd1d);
 
     let files = spec(SpecVersion::V2)
@@ -173,9 +176,17 @@ fn seed(fuzz_dir: &Path, smith_count: usize) {
         deserialize.add(&[&[0][..], &data[2048..3072]].concat());
         // `reset` reads its own `wasm-smith` configuration from the bytes.
         reset.add(&[&[0][..], &data[3072..4096]].concat());
+        component_diff.add(&data[..512]);
     }
 
-    for c in [&differential, &liveness, &compile, &deserialize, &reset] {
+    for c in [
+        &differential,
+        &liveness,
+        &compile,
+        &deserialize,
+        &reset,
+        &component_diff,
+    ] {
         eprintln!("{}: {} seeds", c.dir.display(), c.written);
     }
 }
