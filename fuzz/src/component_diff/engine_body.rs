@@ -114,7 +114,9 @@ fn classify(e: &wt::Error) -> Outcome {
     if let Some(trap) = e.downcast_ref::<wt::Trap>() {
         return Outcome::Trap(format!("{trap:?}"), trap.to_string());
     }
-    let text = format!("{e:?}");
+    // `{:#}`: the chain of messages without a backtrace (resolving one
+    // costs more than a whole run).
+    let text = format!("{e:#}");
     if text.contains(HOST_ERROR) {
         Outcome::HostError
     } else {
