@@ -5,13 +5,16 @@
 //!
 //! * **compile** and **instantiate** (a fresh store and instance from an
 //!   `InstancePre` each time);
-//! * calls per second of guest exports: `echo(string) -> string` with a
-//!   32-byte string and `sum(list<u8>) -> u32` with 4 KiB, both typed
-//!   (`TypedFunc`), and `rec(record of 8 u32) -> u32` through `Val` (ours
-//!   has no derive for records yet, so both engines use the dynamic
-//!   API there);
-//! * a typed host import: `call-host(string) -> string` passes its string
-//!   to the host's `host-echo` and returns what the host returned.
+//! * typed calls (`TypedFunc`) of guest exports: `echo(string) -> string`
+//!   with a 32-byte string, `sum(list<u8>) -> u32` with 4 KiB and
+//!   `rec(record of 8 u32) -> u32` (the record derived in each engine with
+//!   its own `#[derive(ComponentType, Lower)]`), and the last through `Val`
+//!   too;
+//! * typed host imports (`func_wrap`), each reached through a guest export
+//!   that passes its argument on: `call-host(string) -> string` to the
+//!   host's `host-echo`, `call-host-sum(list<u8>) -> u32` to `host-sum`
+//!   and `call-host-rec(record) -> u32` to `host-rec`. These time the
+//!   export call too.
 //!
 //! Each shape runs `--runs` rounds (default 5) of about 0.2 s per engine,
 //! alternating engines within a round; the numbers are medians of the
@@ -26,7 +29,12 @@ use std::time::{Duration, Instant};
 /// fits in one page.
 const GUEST: &str = r#"
 (component
+  (type $rec (record (field "a" u32) (field "b" u32) (field "c" u32) (field "d" u32)
+                     (field "e" u32) (field "f" u32) (field "g" u32) (field "h" u32)))
+  (import "rec8" (type $rec-import (eq $rec)))
   (import "host-echo" (func $host-echo (param "s" string) (result string)))
+  (import "host-sum" (func $host-sum (param "xs" (list u8)) (result u32)))
+  (import "host-rec" (func $host-rec (param "r" $rec-import) (result u32)))
   (core module $libc
     (memory (export "memory") 1)
     (global $next (export "next") (mut i32) (i32.const 1024))
@@ -40,10 +48,14 @@ const GUEST: &str = r#"
   (core instance $libc (instantiate $libc))
   (core func $host-echo (canon lower (func $host-echo)
     (memory $libc "memory") (realloc (func $libc "realloc"))))
+  (core func $host-sum (canon lower (func $host-sum) (memory $libc "memory")))
+  (core func $host-rec (canon lower (func $host-rec)))
   (core module $main
     (import "libc" "memory" (memory 1))
     (import "libc" "next" (global $next (mut i32)))
     (import "host" "echo" (func $host-echo (param i32 i32 i32)))
+    (import "host" "sum" (func $host-sum (param i32 i32) (result i32)))
+    (import "host" "rec" (func $host-rec (param i32 i32 i32 i32 i32 i32 i32 i32) (result i32)))
     (func (export "echo") (param i32 i32) (result i32)
       (global.set $next (i32.const 1024))
       (i32.store (i32.const 16) (local.get 0))
@@ -66,12 +78,19 @@ const GUEST: &str = r#"
     (func (export "call-host") (param i32 i32) (result i32)
       (global.set $next (i32.const 1024))
       (call $host-echo (local.get 0) (local.get 1) (i32.const 16))
-      (i32.const 16)))
+      (i32.const 16))
+    (func (export "call-host-sum") (param i32 i32) (result i32)
+      (global.set $next (i32.const 1024))
+      (call $host-sum (local.get 0) (local.get 1)))
+    (func (export "call-host-rec") (param i32 i32 i32 i32 i32 i32 i32 i32) (result i32)
+      (call $host-rec (local.get 0) (local.get 1) (local.get 2) (local.get 3)
+                      (local.get 4) (local.get 5) (local.get 6) (local.get 7))))
   (core instance $main (instantiate $main
     (with "libc" (instance $libc))
-    (with "host" (instance (export "echo" (func $host-echo))))))
-  (type $rec (record (field "a" u32) (field "b" u32) (field "c" u32) (field "d" u32)
-                     (field "e" u32) (field "f" u32) (field "g" u32) (field "h" u32)))
+    (with "host" (instance
+      (export "echo" (func $host-echo))
+      (export "sum" (func $host-sum))
+      (export "rec" (func $host-rec))))))
   (export $rec-export "rec8" (type $rec))
   (func (export "echo") (param "s" string) (result string)
     (canon lift (core func $main "echo") (memory $libc "memory") (realloc (func $libc "realloc"))))
@@ -81,17 +100,24 @@ const GUEST: &str = r#"
     (canon lift (core func $main "rec")))
   (func (export "call-host") (param "s" string) (result string)
     (canon lift (core func $main "call-host") (memory $libc "memory") (realloc (func $libc "realloc"))))
+  (func (export "call-host-sum") (param "xs" (list u8)) (result u32)
+    (canon lift (core func $main "call-host-sum") (memory $libc "memory") (realloc (func $libc "realloc"))))
+  (func (export "call-host-rec") (param "r" $rec-export) (result u32)
+    (canon lift (core func $main "call-host-rec")))
 )
 "#;
 
 /// The measured shapes, in report order.
-const SHAPES: [&str; 6] = [
+const SHAPES: [&str; 9] = [
     "compile",
     "instantiate",
-    "echo(string)",
-    "sum(list<u8> 4 KiB)",
-    "rec(record of 8)",
-    "call-host(string)",
+    "export echo(string)",
+    "export sum(list<u8> 4 KiB)",
+    "export rec(record of 8)",
+    "export rec(record of 8), Val",
+    "import host-echo(string)",
+    "import host-sum(list<u8> 4 KiB)",
+    "import host-rec(record of 8)",
 ];
 
 /// One engine's numbers for one round: seconds per operation, by shape.
@@ -100,8 +126,26 @@ type Round = [f64; SHAPES.len()];
 macro_rules! engine_round {
     ($name:ident, $w:ident) => {
         fn $name(budget: Duration) -> Result<Round> {
-            use $w::component::{Component, Linker, Val};
+            use $w::component::{Component, ComponentType, Lift, Linker, Lower, Val};
             use $w::{Engine, Store};
+            #[derive(ComponentType, Lower, Lift, Clone, Copy)]
+            #[component(record)]
+            #[component(wasmtime_crate = $w)]
+            struct Rec8 {
+                a: u32,
+                b: u32,
+                c: u32,
+                d: u32,
+                e: u32,
+                f: u32,
+                g: u32,
+                h: u32,
+            }
+            impl Rec8 {
+                fn sum(&self) -> u32 {
+                    self.a + self.b + self.c + self.d + self.e + self.f + self.g + self.h
+                }
+            }
             let engine = Engine::default();
             let mut out = [0.0; SHAPES.len()];
             out[0] = per_op(budget, || {
@@ -114,6 +158,16 @@ macro_rules! engine_round {
             linker
                 .root()
                 .func_wrap("host-echo", |_, (s,): (String,)| Ok((s,)))
+                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            linker
+                .root()
+                .func_wrap("host-sum", |_, (xs,): (Vec<u8>,)| {
+                    Ok((xs.iter().map(|&b| u32::from(b)).sum::<u32>(),))
+                })
+                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            linker
+                .root()
+                .func_wrap("host-rec", |_, (r,): (Rec8,)| Ok((r.sum(),)))
                 .map_err(|e| anyhow::anyhow!("{e:?}"))?;
             let pre = linker
                 .instantiate_pre(&component)
@@ -147,6 +201,24 @@ macro_rules! engine_round {
                 anyhow::ensure!(n == 4096, "sum returned {n}");
                 Ok(())
             })?;
+            let typed_rec = instance
+                .get_typed_func::<(Rec8,), (u32,)>(&mut store, "rec")
+                .map_err(e)?;
+            let rec8 = Rec8 {
+                a: 0,
+                b: 1,
+                c: 2,
+                d: 3,
+                e: 4,
+                f: 5,
+                g: 6,
+                h: 7,
+            };
+            out[4] = per_op(budget, || {
+                let (n,) = typed_rec.call(&mut store, (rec8,)).map_err(e)?;
+                anyhow::ensure!(n == 28, "rec returned {n}");
+                Ok(())
+            })?;
             let rec = instance.get_func(&mut store, "rec").expect("export `rec`");
             let fields: Vec<(String, Val)> = "abcdefgh"
                 .chars()
@@ -155,7 +227,7 @@ macro_rules! engine_round {
                 .collect();
             let arg = [Val::Record(fields)];
             let mut result = [Val::U32(0)];
-            out[4] = per_op(budget, || {
+            out[5] = per_op(budget, || {
                 rec.call(&mut store, &arg, &mut result).map_err(e)?;
                 anyhow::ensure!(
                     matches!(result[0], Val::U32(28)),
@@ -167,9 +239,25 @@ macro_rules! engine_round {
             let call_host = instance
                 .get_typed_func::<(&str,), (String,)>(&mut store, "call-host")
                 .map_err(e)?;
-            out[5] = per_op(budget, || {
+            out[6] = per_op(budget, || {
                 let (s,) = call_host.call(&mut store, (text,)).map_err(e)?;
                 anyhow::ensure!(s == text, "call-host returned {s:?}");
+                Ok(())
+            })?;
+            let call_host_sum = instance
+                .get_typed_func::<(&[u8],), (u32,)>(&mut store, "call-host-sum")
+                .map_err(e)?;
+            out[7] = per_op(budget, || {
+                let (n,) = call_host_sum.call(&mut store, (&bytes,)).map_err(e)?;
+                anyhow::ensure!(n == 4096, "call-host-sum returned {n}");
+                Ok(())
+            })?;
+            let call_host_rec = instance
+                .get_typed_func::<(Rec8,), (u32,)>(&mut store, "call-host-rec")
+                .map_err(e)?;
+            out[8] = per_op(budget, || {
+                let (n,) = call_host_rec.call(&mut store, (rec8,)).map_err(e)?;
+                anyhow::ensure!(n == 28, "call-host-rec returned {n}");
                 Ok(())
             })?;
             Ok(out)
