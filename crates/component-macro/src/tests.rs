@@ -370,7 +370,9 @@ fn enums_are_unit_cases_with_the_discriminant_repr() {
         ),
         "needs exactly `#[repr(u8)]`",
     );
-    let cases: Vec<_> = (0..257u32).map(|i| quote::format_ident!("C{}", i)).collect();
+    let cases: Vec<_> = (0..257u32)
+        .map(|i| quote::format_ident!("C{}", i))
+        .collect();
     assert_derive_error(
         quote!(#[component(enum)] #[repr(u8)] enum E { #(#cases),* }),
         "a component `enum` of 257 cases needs exactly `#[repr(u16)]`",

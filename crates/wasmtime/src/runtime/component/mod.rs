@@ -191,6 +191,7 @@ pub use wasmtime_component_macro::Lift;
 /// ```
 pub use wasmtime_component_macro::Lower;
 
+pub use values::Val;
 /// Defines a Rust type for a component `flags` type: a `pub struct` that
 /// is a set of the flags, with [`ComponentType`](trait@ComponentType),
 /// [`Lift`](trait@Lift) and [`Lower`](trait@Lower).
@@ -244,7 +245,6 @@ pub use wasmtime_component_macro::Lower;
 /// }
 /// ```
 pub use wasmtime_component_macro::flags;
-pub use values::Val;
 
 /// What the derive macros' generated code calls; not an API.
 #[doc(hidden)]
