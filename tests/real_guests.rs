@@ -31,28 +31,6 @@ mod plan;
 mod ours {
     use wasmtime as wt;
 
-    fn own_val<R: 'static>(
-        store: &mut wt::StoreContextMut<'_, Host>,
-        rep: u32,
-    ) -> wt::Result<wt::component::Val> {
-        let resource = wt::component::Resource::<R>::new_own(rep);
-        Ok(wt::component::Val::Resource(
-            wt::component::ResourceAny::try_from_resource(resource, store)?,
-        ))
-    }
-
-    fn rep_of<R: 'static>(
-        store: &mut wt::StoreContextMut<'_, Host>,
-        val: wt::component::Val,
-    ) -> wt::Result<u32> {
-        match val {
-            wt::component::Val::Resource(any) => {
-                Ok(wt::component::Resource::<R>::try_from_resource_any(any, store)?.rep())
-            }
-            other => wt::bail!("stub host: expected a resource, got {other:?}"),
-        }
-    }
-
     include!("real_guests/host.rs");
 }
 
@@ -60,30 +38,8 @@ mod ours {
 mod upstream {
     use upstream_wasmtime as wt;
 
-    fn own_val<R: 'static>(
-        store: &mut wt::StoreContextMut<'_, Host>,
-        rep: u32,
-    ) -> wt::Result<wt::component::Val> {
-        let resource = wt::component::Resource::<R>::new_own(rep);
-        Ok(wt::component::Val::Resource(
-            wt::component::ResourceAny::try_from_resource(resource, store)?,
-        ))
-    }
-
-    fn rep_of<R: 'static>(
-        store: &mut wt::StoreContextMut<'_, Host>,
-        val: wt::component::Val,
-    ) -> wt::Result<u32> {
-        match val {
-            wt::component::Val::Resource(any) => {
-                Ok(wt::component::Resource::<R>::try_from_resource_any(any, store)?.rep())
-            }
-            other => wt::bail!("stub host: expected a resource, got {other:?}"),
-        }
-    }
-
     /// The names of the component's imports by upstream's reflection
-    /// (ours has no import reflection yet), to check the WIT-derived plan.
+    /// (an independent check of the WIT-derived plan).
     pub fn import_names(bytes: &[u8]) -> Result<Vec<String>, String> {
         let engine = engine().map_err(|e| format!("{e:?}"))?;
         let component = Component::new(&engine, bytes).map_err(|e| format!("{e:?}"))?;

@@ -37,28 +37,6 @@ mod plan;
 mod ours {
     use wasmtime as wt;
 
-    fn own_val<R: 'static>(
-        store: &mut wt::StoreContextMut<'_, Host>,
-        rep: u32,
-    ) -> wt::Result<wt::component::Val> {
-        let resource = wt::component::Resource::<R>::new_own(rep);
-        Ok(wt::component::Val::Resource(
-            wt::component::ResourceAny::try_from_resource(resource, store)?,
-        ))
-    }
-
-    fn rep_of<R: 'static>(
-        store: &mut wt::StoreContextMut<'_, Host>,
-        val: wt::component::Val,
-    ) -> wt::Result<u32> {
-        match val {
-            wt::component::Val::Resource(any) => {
-                Ok(wt::component::Resource::<R>::try_from_resource_any(any, store)?.rep())
-            }
-            other => wt::bail!("stub host: expected a resource, got {other:?}"),
-        }
-    }
-
     include!("../../tests/real_guests/host.rs");
 }
 
@@ -69,28 +47,6 @@ mod ours {
 )]
 mod upstream {
     use upstream_wasmtime as wt;
-
-    fn own_val<R: 'static>(
-        store: &mut wt::StoreContextMut<'_, Host>,
-        rep: u32,
-    ) -> wt::Result<wt::component::Val> {
-        let resource = wt::component::Resource::<R>::new_own(rep);
-        Ok(wt::component::Val::Resource(
-            wt::component::ResourceAny::try_from_resource(resource, store)?,
-        ))
-    }
-
-    fn rep_of<R: 'static>(
-        store: &mut wt::StoreContextMut<'_, Host>,
-        val: wt::component::Val,
-    ) -> wt::Result<u32> {
-        match val {
-            wt::component::Val::Resource(any) => {
-                Ok(wt::component::Resource::<R>::try_from_resource_any(any, store)?.rep())
-            }
-            other => wt::bail!("stub host: expected a resource, got {other:?}"),
-        }
-    }
 
     include!("../../tests/real_guests/host.rs");
 }

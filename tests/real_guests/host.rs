@@ -1,12 +1,7 @@
 // The stub WASI host, written once for both engines: tests/real_guests.rs
 // (and benches/src/component_guest.rs) include this file into a module per
 // engine, where `wt` names the engine's crate (`wasmtime` or
-// `upstream_wasmtime`), `super::plan` is tests/real_guests/plan.rs, and two
-// shims turn host resources into `Val`s and back (the engines' APIs differ
-// there):
-//
-//     fn own_val<R: 'static>(store: &mut StoreContextMut<'_, Host>, rep: u32) -> wt::Result<Val>
-//     fn rep_of<R: 'static>(store: &mut StoreContextMut<'_, Host>, val: Val) -> wt::Result<u32>
+// `upstream_wasmtime`) and `super::plan` is tests/real_guests/plan.rs.
 //
 // Every import of a guest gets a definition: the few functions that the
 // guests call are implemented (stdout/stderr, environment, clocks, random,
@@ -18,6 +13,25 @@ use super::plan::{Outcome, Plan, unversioned};
 use std::collections::HashMap;
 use wt::component::{Component, Linker, LinkerInstance, ResourceType, Val};
 use wt::{AsContextMut, Config, Engine, Store, StoreContextMut};
+
+/// An owned handle of the host resource `R` with representation `rep`, as
+/// a `Val`.
+fn own_val<R: 'static>(store: &mut StoreContextMut<'_, Host>, rep: u32) -> wt::Result<Val> {
+    let resource = wt::component::Resource::<R>::new_own(rep);
+    Ok(Val::Resource(wt::component::ResourceAny::try_from_resource(
+        resource, store,
+    )?))
+}
+
+/// The representation of a handle of the host resource `R` given as a `Val`.
+fn rep_of<R: 'static>(store: &mut StoreContextMut<'_, Host>, val: Val) -> wt::Result<u32> {
+    match val {
+        Val::Resource(any) => {
+            Ok(wt::component::Resource::<R>::try_from_resource_any(any, store)?.rep())
+        }
+        other => wt::bail!("stub host: expected a resource, got {other:?}"),
+    }
+}
 
 /// The store's data: what the guest wrote, and the host's resources.
 #[derive(Default)]

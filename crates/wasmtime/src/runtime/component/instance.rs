@@ -745,29 +745,46 @@ fn call_host<T>(
 ) -> Result<()> {
     match &lowering.host {
         HostFunc::Typed(host, _) => host(caller, data, lowering, args, results),
-        HostFunc::Dynamic(host) => host_call(
+        HostFunc::Dynamic(host) => dynamic_host_call(
             caller,
             data,
             lowering,
+            args,
             results,
-            |cx| abi::lift_import_args(cx.0, &lowering.params, args),
-            |store, vals: Vec<Val>| {
-                let mut out = vec![Val::Bool(false); lowering.ty.results.len()];
-                host(
-                    store,
-                    ComponentFunc {
-                        ty: lowering.ty.clone(),
-                    },
-                    &vals,
-                    &mut out,
-                )?;
-                Ok(out)
-            },
-            |cx, out, results| {
-                abi::lower_import_results(cx.0, &lowering.ty.results, &out, args, results)
-            },
+            |store, ty, vals, out| host(store, ty, vals, out),
         ),
     }
+}
+
+/// A host function over `Val`s (`func_new`, `func_new_async`) inside
+/// [`host_call`]'s frame: the arguments lifted as `Val`s, `call` given them
+/// and placeholders for the results it fills in, which are then lowered.
+pub(crate) fn dynamic_host_call<T>(
+    caller: &mut Caller<'_, T>,
+    data: &Arc<InstanceData>,
+    lowering: &Lowering<T>,
+    args: &[crate::Val],
+    results: &mut [crate::Val],
+    call: impl FnOnce(StoreContextMut<'_, T>, ComponentFunc, &[Val], &mut [Val]) -> Result<()>,
+) -> Result<()> {
+    host_call(
+        caller,
+        data,
+        lowering,
+        results,
+        |cx| abi::lift_import_args(cx.0, &lowering.params, args),
+        |store, vals: Vec<Val>| {
+            let mut out = vec![Val::Bool(false); lowering.ty.results.len()];
+            let ty = ComponentFunc {
+                ty: lowering.ty.clone(),
+            };
+            call(store, ty, &vals, &mut out)?;
+            Ok(out)
+        },
+        |cx, out, results| {
+            abi::lower_import_results(cx.0, &lowering.ty.results, &out, args, results)
+        },
+    )
 }
 
 /// The frame of every host import call: checks that the caller may leave,

@@ -1,10 +1,9 @@
 //! [`Linker`]: host definitions for a component's imports, by name.
 
-use super::abi;
 use super::compiled::Component;
 use super::info::{ComponentInfo, ExternTy};
 use super::instance::{Instance, InstancePre};
-use super::instance::{Lowering, block_on_host, host_call};
+use super::instance::{Lowering, block_on_host, dynamic_host_call, host_call};
 use super::resources::{HostDtor, ResourceType};
 use super::typed::{
     ComponentNamedList, Lift, Lower, TypeCheck, host_check, lift_args, lower_results,
@@ -357,34 +356,10 @@ impl<'a, T: 'static> LinkerInstance<'a, T> {
         Params: ComponentNamedList + Lift + 'static,
         Return: ComponentNamedList + Lower + 'static,
     {
-        let host = move |caller: &mut crate::Caller<'_, T>,
-                         data: &Arc<super::instance::InstanceData>,
-                         lowering: &Lowering<T>,
-                         args: &[crate::Val],
-                         results: &mut [crate::Val]| {
-            host_call(
-                caller,
-                data,
-                lowering,
-                results,
-                |cx| lift_args::<Params>(cx, &lowering.params_tuple, lowering.flat_params, args),
-                &func,
-                |cx, values: Return, results| {
-                    lower_results(
-                        cx,
-                        &lowering.results_tuple,
-                        lowering.flat_results,
-                        &values,
-                        args,
-                        results,
-                    )
-                },
-            )
-        };
         self.insert(
             name,
             Definition::Func(
-                HostFunc::Typed(Arc::new(host), false),
+                HostFunc::Typed(typed_host(func), false),
                 Some(host_check::<Params, Return>()),
             ),
         )
@@ -416,34 +391,13 @@ impl<'a, T: 'static> LinkerInstance<'a, T> {
         Params: ComponentNamedList + Lift + 'static,
         Return: ComponentNamedList + Lower + 'static,
     {
-        let host = move |caller: &mut crate::Caller<'_, T>,
-                         data: &Arc<super::instance::InstanceData>,
-                         lowering: &Lowering<T>,
-                         args: &[crate::Val],
-                         results: &mut [crate::Val]| {
-            host_call(
-                caller,
-                data,
-                lowering,
-                results,
-                |cx| lift_args::<Params>(cx, &lowering.params_tuple, lowering.flat_params, args),
-                |store, params| block_on_host(store, |store| Box::into_pin(func(store, params))),
-                |cx, values: Return, results| {
-                    lower_results(
-                        cx,
-                        &lowering.results_tuple,
-                        lowering.flat_results,
-                        &values,
-                        args,
-                        results,
-                    )
-                },
-            )
-        };
+        let host = typed_host(move |store, params| {
+            block_on_host(store, |store| Box::into_pin(func(store, params)))
+        });
         self.insert(
             name,
             Definition::Func(
-                HostFunc::Typed(Arc::new(host), true),
+                HostFunc::Typed(host, true),
                 Some(host_check::<Params, Return>()),
             ),
         )
@@ -474,27 +428,16 @@ impl<'a, T: 'static> LinkerInstance<'a, T> {
                          lowering: &Lowering<T>,
                          args: &[crate::Val],
                          results: &mut [crate::Val]| {
-            let ty = lowering.ty.clone();
-            host_call(
+            dynamic_host_call(
                 caller,
                 data,
                 lowering,
+                args,
                 results,
-                |cx| abi::lift_import_args(cx.0, &lowering.params, args),
-                |mut store, vals: Vec<Val>| {
-                    let mut out = vec![Val::Bool(false); ty.results.len()];
+                |mut store, ty, vals, out| {
                     block_on_host(store.as_context_mut(), |store| {
-                        Box::into_pin(func(
-                            store,
-                            ComponentFunc { ty: ty.clone() },
-                            &vals,
-                            &mut out,
-                        ))
-                    })?;
-                    Ok(out)
-                },
-                |cx, out, results| {
-                    abi::lower_import_results(cx.0, &ty.results, &out, args, results)
+                        Box::into_pin(func(store, ty, vals, out))
+                    })
                 },
             )
         };
@@ -751,3 +694,40 @@ impl Typecheck<'_> {
 /// The host resource type of the stubs that
 /// [`Linker::define_unknown_imports_as_traps`] defines.
 struct UnknownImport;
+
+/// A typed host function: the guest's arguments lifted as `Params`, `call`
+/// run on them, and its `Return` lowered back, inside [`host_call`]'s frame.
+fn typed_host<T, Params, Return>(
+    call: impl Fn(StoreContextMut<'_, T>, Params) -> Result<Return> + Send + Sync + 'static,
+) -> Arc<TypedHostFn<T>>
+where
+    Params: ComponentNamedList + Lift + 'static,
+    Return: ComponentNamedList + Lower + 'static,
+{
+    Arc::new(
+        move |caller: &mut crate::Caller<'_, T>,
+              data: &Arc<super::instance::InstanceData>,
+              lowering: &Lowering<T>,
+              args: &[crate::Val],
+              results: &mut [crate::Val]| {
+            host_call(
+                caller,
+                data,
+                lowering,
+                results,
+                |cx| lift_args::<Params>(cx, &lowering.params_tuple, lowering.flat_params, args),
+                &call,
+                |cx, values: Return, results| {
+                    lower_results(
+                        cx,
+                        &lowering.results_tuple,
+                        lowering.flat_results,
+                        &values,
+                        args,
+                        results,
+                    )
+                },
+            )
+        },
+    )
+}
