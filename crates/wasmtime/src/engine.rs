@@ -199,11 +199,33 @@ impl Engine {
         crate::Module::compile(self, &bytes)?.serialize()
     }
 
+    /// Compiles the component `bytes` (a binary or, with the `wat`
+    /// feature, text) into a precompiled artifact for
+    /// [`Component::deserialize`](crate::component::Component::deserialize)
+    /// and
+    /// [`Component::deserialize_file`](crate::component::Component::deserialize_file):
+    /// the same bytes as compiling it and calling `serialize` on the result.
+    ///
+    /// # Errors
+    ///
+    /// Everything [`Component::new`](crate::component::Component::new) can
+    /// fail with.
+    pub fn precompile_component(&self, bytes: &[u8]) -> Result<Vec<u8>> {
+        crate::runtime::module::refuse_artifact(bytes)?;
+        #[cfg(feature = "wat")]
+        let bytes = wat::parse_bytes(bytes)?;
+        // As for modules: no cache, since the artifact is the caller's.
+        crate::component::Component::compile(self, &bytes, false)?.serialize()
+    }
+
     /// Whether `bytes` look like a precompiled artifact of this runtime
     /// (only the first bytes are looked at: whether it loads is for
     /// [`Module::deserialize`](crate::Module::deserialize) to say).
     pub fn detect_precompiled(&self, bytes: &[u8]) -> Option<Precompiled> {
-        artifact::looks_like_artifact(bytes).then_some(Precompiled::Module)
+        artifact::kind_of(bytes).map(|kind| match kind {
+            artifact::ArtifactKind::Module => Precompiled::Module,
+            artifact::ArtifactKind::Component => Precompiled::Component,
+        })
     }
 
     /// Whether the file at `path` looks like a precompiled artifact, as
@@ -321,6 +343,9 @@ const ON_DEMAND_STACK_KEEP_RESIDENT: usize = 64 * 1024;
 pub enum Precompiled {
     /// A core module, for [`Module::deserialize`](crate::Module::deserialize).
     Module,
+    /// A component, for
+    /// [`component::Component::deserialize`](crate::component::Component::deserialize).
+    Component,
 }
 
 /// Everything that shapes `compiler`'s code under `config`, as artifacts

@@ -29,10 +29,28 @@
 //! assembly and [`CodeMemory`](crate::runtime::vm::CodeMemory)).
 //!
 //! Order of the checks, each failure with its own message: magic (with
-//! special messages for a plain `.wasm` and for upstream Wasmtime's ELF
-//! artifacts), format version, length, checksum, build id, target, and
-//! then every setting that changes generated code. Only then is the rest
-//! decoded.
+//! special messages for a plain `.wasm`, for upstream Wasmtime's ELF
+//! artifacts and for an artifact of the other kind), format version,
+//! length, checksum, build id, target, and then every setting that changes
+//! generated code. Only then is the rest decoded.
+//!
+//! A component artifact has the same header (its own magic) and checks,
+//! and then the component's binary and one complete module artifact per
+//! core module of the component, each at an offset aligned like a text:
+//!
+//! ```text
+//! header   magic, format version, file length, CRC-32 of header and
+//!          body (but the checksum field), offset of the first module
+//! body     build id | target | engine settings | component binary |
+//!          (offset, length) of each module artifact
+//! modules  module artifacts by static module index, each aligned to the
+//!          target's largest page, the last one ending the file
+//! ```
+//!
+//! Loading translates the component binary again, exactly as compiling
+//! does (so nothing decoded from the file is trusted as metadata), loads
+//! each module artifact as above, and requires each module's skeleton to
+//! be the skeleton of the module the translation produced at its index.
 //!
 
 use anyhow::{Context, Result, bail, ensure};
@@ -46,8 +64,52 @@ use wasmtime_environ::{
     TypeIndex,
 };
 
-/// The first eight bytes of every artifact.
+/// The first eight bytes of every module artifact.
 pub(crate) const MAGIC: [u8; 8] = *b"WMMUCWSM";
+
+/// The first eight bytes of every component artifact.
+pub(crate) const COMPONENT_MAGIC: [u8; 8] = *b"WMMUCCMP";
+
+/// What an artifact holds, told by its magic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ArtifactKind {
+    /// A core module, for `Module::deserialize`.
+    Module,
+    /// A component, for `component::Component::deserialize`.
+    Component,
+}
+
+impl ArtifactKind {
+    fn magic(self) -> [u8; 8] {
+        match self {
+            ArtifactKind::Module => MAGIC,
+            ArtifactKind::Component => COMPONENT_MAGIC,
+        }
+    }
+
+    /// The word for what the artifact holds, in messages.
+    pub(crate) fn noun(self) -> &'static str {
+        match self {
+            ArtifactKind::Module => "module",
+            ArtifactKind::Component => "component",
+        }
+    }
+
+    /// The function that loads this kind.
+    pub(crate) fn loader(self) -> &'static str {
+        match self {
+            ArtifactKind::Module => "Module::deserialize",
+            ArtifactKind::Component => "Component::deserialize",
+        }
+    }
+
+    fn other(self) -> ArtifactKind {
+        match self {
+            ArtifactKind::Module => ArtifactKind::Component,
+            ArtifactKind::Component => ArtifactKind::Module,
+        }
+    }
+}
 
 /// The version of the layout below; a change of layout takes a new one.
 const FORMAT_VERSION: u32 = 2;
@@ -60,7 +122,8 @@ const VERSION: Range<usize> = 8..12;
 const RESERVED: [Range<usize>; 2] = [12..16, 28..32];
 const FILE_LEN: Range<usize> = 16..24;
 const CHECKSUM: Range<usize> = 24..28;
-const TEXT_OFFSET: Range<usize> = 32..40;
+/// Where the text starts (module) or the first module starts (component).
+const PAYLOAD_OFFSET: Range<usize> = 32..40;
 
 /// This build's identity (see `build.rs`): artifacts are only exchanged
 /// between identical builds.
@@ -179,20 +242,63 @@ pub(crate) fn write(
     w.0.resize(text_offset, 0);
     w.0.extend_from_slice(text);
 
-    let mut out = w.0;
+    finish_header(w.0, ArtifactKind::Module, text_offset)
+}
+
+/// Fills in the header of the artifact `out` (whose header bytes are
+/// still zero) and seals it with its checksum.
+fn finish_header(mut out: Vec<u8>, kind: ArtifactKind, payload_offset: usize) -> Vec<u8> {
     let total = out.len() as u64;
     let header = &mut out[..HEADER_LEN];
-    header[0..8].copy_from_slice(&MAGIC);
+    header[0..8].copy_from_slice(&kind.magic());
     header[VERSION].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
     header[FILE_LEN].copy_from_slice(&total.to_le_bytes());
-    header[TEXT_OFFSET].copy_from_slice(&(text_offset as u64).to_le_bytes());
-    let sum = checksum(&out);
+    header[PAYLOAD_OFFSET].copy_from_slice(&(payload_offset as u64).to_le_bytes());
+    let sum = checksum(&out, kind);
     out[CHECKSUM].copy_from_slice(&sum.to_le_bytes());
     out
 }
 
-/// CRC-32 (the IEEE polynomial of zip, gzip and PNG) of the whole
-/// artifact except the checksum field itself.
+/// Writes a component artifact: `binary` is the component's own binary
+/// (loading translates it again, so that nothing decoded is trusted) and
+/// `modules` the artifacts of its core modules by static module index,
+/// each placed at an offset aligned as its text needs so that a file
+/// loader can map each in place.
+pub(crate) fn write_component(
+    fingerprint: &Fingerprint,
+    binary: &[u8],
+    modules: &[Vec<u8>],
+) -> Vec<u8> {
+    let mut w = Writer(vec![0; HEADER_LEN]);
+    w.str(BUILD_ID);
+    w.str(&fingerprint.target);
+    w.settings(&fingerprint.settings);
+    w.bytes(binary);
+    let align = fingerprint.text_alignment;
+    let table_end = w.0.len() + 4 + 16 * modules.len();
+    let payload_offset = table_end.next_multiple_of(align);
+    w.u32(modules.len() as u32);
+    let mut at = payload_offset;
+    for module in modules {
+        w.u64(at as u64);
+        w.u64(module.len() as u64);
+        at = (at + module.len()).next_multiple_of(align);
+    }
+    for module in modules {
+        w.0.resize(w.0.len().next_multiple_of(align), 0);
+        w.0.extend_from_slice(module);
+    }
+    if modules.is_empty() {
+        w.0.resize(payload_offset, 0);
+    }
+    finish_header(w.0, ArtifactKind::Component, payload_offset)
+}
+
+/// CRC-32 (the IEEE polynomial of zip, gzip and PNG) of the artifact
+/// except the checksum field itself: of the whole file for a module, of
+/// the header and body for a component (its modules are artifacts with
+/// checksums of their own, so nothing is summed twice). `bytes` must be at
+/// least a header long.
 ///
 /// The checksum is there for accidents (a truncated copy, a flipped bit
 /// on disk): CRC-32 catches every error burst of up to 32 bits and all but
@@ -200,11 +306,21 @@ pub(crate) fn write(
 /// made up two thirds of the time to load sqlite3). Against someone who
 /// can write the file no checksum helps: that is `deserialize`'s safety
 /// contract.
-fn checksum(bytes: &[u8]) -> u32 {
+fn checksum(bytes: &[u8], kind: ArtifactKind) -> u32 {
+    let end = match kind {
+        ArtifactKind::Module => bytes.len(),
+        // A damaged offset still sums some range, which then mismatches.
+        ArtifactKind::Component => usize::try_from(read_u64(bytes, PAYLOAD_OFFSET))
+            .map_or(bytes.len(), |end| end.clamp(HEADER_LEN, bytes.len())),
+    };
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(&bytes[..CHECKSUM.start]);
-    hasher.update(&bytes[CHECKSUM.end..]);
+    hasher.update(&bytes[CHECKSUM.end..end]);
     hasher.finalize()
+}
+
+fn read_u64(bytes: &[u8], at: Range<usize>) -> u64 {
+    u64::from_le_bytes(bytes[at].try_into().unwrap())
 }
 
 /// Checks `bytes` as an artifact for an engine with `engine`'s fingerprint
@@ -215,29 +331,13 @@ fn checksum(bytes: &[u8]) -> u32 {
 /// Anything that is not an intact artifact of this build for a compatible
 /// engine, with a message saying which check failed.
 pub(crate) fn parse<'a>(bytes: &'a [u8], engine: &Fingerprint) -> Result<Parsed<'a>> {
-    check_envelope(bytes)?;
-    let text_offset = u64::from_le_bytes(bytes[TEXT_OFFSET].try_into().unwrap());
+    check_envelope(bytes, ArtifactKind::Module)?;
+    let text_offset = read_u64(bytes, PAYLOAD_OFFSET);
     let mut r = Reader {
         bytes,
         pos: HEADER_LEN,
     };
-    let build = r.str()?;
-    ensure!(
-        build == BUILD_ID,
-        "the precompiled module was built by a different build of this runtime \
-         (build {build}; this is build {BUILD_ID}): compile the module again"
-    );
-    let target = r.str()?;
-    ensure!(
-        target == engine.target,
-        "the precompiled module was compiled for target `{target}`, but this engine \
-         compiles for `{}`",
-        engine.target
-    );
-    let settings = r.settings()?;
-    check_settings(&settings, &engine.settings)
-        .context("the precompiled module is not compatible with this engine")?;
-
+    check_origin(&mut r, engine, ArtifactKind::Module)?;
     let skeleton = r.bytes()?;
     let mut tables = CodeTables::default();
     // Tables are read as whole slices and decoded record by record: the
@@ -297,9 +397,96 @@ pub(crate) fn parse<'a>(bytes: &'a [u8], engine: &Fingerprint) -> Result<Parsed<
     })
 }
 
-/// Whether `bytes` begin like an artifact of this runtime (any version).
-pub(crate) fn looks_like_artifact(bytes: &[u8]) -> bool {
-    bytes.starts_with(&MAGIC)
+/// Checks the build, target and settings an artifact records against the
+/// loading engine's.
+fn check_origin(r: &mut Reader<'_>, engine: &Fingerprint, kind: ArtifactKind) -> Result<()> {
+    let noun = kind.noun();
+    let build = r.str()?;
+    ensure!(
+        build == BUILD_ID,
+        "the precompiled {noun} was built by a different build of this runtime \
+         (build {build}; this is build {BUILD_ID}): compile the {noun} again"
+    );
+    let target = r.str()?;
+    ensure!(
+        target == engine.target,
+        "the precompiled {noun} was compiled for target `{target}`, but this engine \
+         compiles for `{}`",
+        engine.target
+    );
+    let settings = r.settings()?;
+    check_settings(&settings, &engine.settings, noun)
+        .with_context(|| format!("the precompiled {noun} is not compatible with this engine"))
+}
+
+/// A checked component artifact, borrowing from its bytes.
+pub(crate) struct ParsedComponent<'a> {
+    /// The component's binary, to translate again.
+    pub binary: &'a [u8],
+    /// Where each core module's artifact is, by static module index: in
+    /// order, not overlapping, each starting at an offset aligned for its
+    /// text, the last one ending the file. Each is checked as a module
+    /// artifact when it is loaded.
+    pub modules: Vec<Range<usize>>,
+}
+
+/// Checks `bytes` as a component artifact for an engine with `engine`'s
+/// fingerprint and finds its parts.
+///
+/// # Errors
+///
+/// As for [`parse`], with "component" in the messages.
+pub(crate) fn parse_component<'a>(
+    bytes: &'a [u8],
+    engine: &Fingerprint,
+) -> Result<ParsedComponent<'a>> {
+    check_envelope(bytes, ArtifactKind::Component)?;
+    let payload_offset = usize::try_from(read_u64(bytes, PAYLOAD_OFFSET))
+        .ok()
+        .filter(|o| (HEADER_LEN..=bytes.len()).contains(o))
+        .context("malformed artifact: its modules do not start inside the file")?;
+    let mut r = Reader {
+        bytes: &bytes[..payload_offset],
+        pos: HEADER_LEN,
+    };
+    check_origin(&mut r, engine, ArtifactKind::Component)?;
+    let binary = r.bytes()?;
+    let count = r.count(16)?;
+    let mut modules = Vec::with_capacity(count as usize);
+    let mut end = payload_offset;
+    for _ in 0..count {
+        let (start, len) = (r.u64()?, r.u64()?);
+        let range = usize::try_from(start)
+            .ok()
+            .zip(usize::try_from(len).ok())
+            .filter(|&(start, len)| {
+                start >= end
+                    && start.is_multiple_of(engine.text_alignment)
+                    && len > 0
+                    && len <= bytes.len() - start.min(bytes.len())
+            })
+            .map(|(start, len)| start..start + len)
+            .context("malformed artifact: a module of the component is out of place")?;
+        end = range.end;
+        modules.push(range);
+    }
+    ensure!(
+        end == bytes.len(),
+        "malformed artifact: the component's last module does not end the file"
+    );
+    ensure!(
+        bytes[r.pos..payload_offset].iter().all(|b| *b == 0),
+        "malformed artifact: the component's padding is not zero"
+    );
+    Ok(ParsedComponent { binary, modules })
+}
+
+/// What `bytes` hold if they begin like an artifact of this runtime (any
+/// version).
+pub(crate) fn kind_of(bytes: &[u8]) -> Option<ArtifactKind> {
+    [ArtifactKind::Module, ArtifactKind::Component]
+        .into_iter()
+        .find(|kind| bytes.starts_with(&kind.magic()))
 }
 
 /// Recomputes the checksum of an artifact that a fuzzer has edited, so that
@@ -309,44 +496,60 @@ pub(crate) fn looks_like_artifact(bytes: &[u8]) -> bool {
 #[doc(hidden)]
 pub fn reseal_for_fuzzing(bytes: &mut [u8]) {
     if bytes.len() >= HEADER_LEN {
-        let sum = checksum(bytes);
+        let kind = kind_of(bytes).unwrap_or(ArtifactKind::Module);
+        let sum = checksum(bytes, kind);
         bytes[CHECKSUM].copy_from_slice(&sum.to_le_bytes());
     }
 }
 
 /// Magic, version, length and checksum.
-fn check_envelope(bytes: &[u8]) -> Result<()> {
-    if !bytes.starts_with(&MAGIC) {
-        if bytes.starts_with(b"\0asm") {
+fn check_envelope(bytes: &[u8], kind: ArtifactKind) -> Result<()> {
+    let noun = kind.noun();
+    if !bytes.starts_with(&kind.magic()) {
+        let other = kind.other();
+        if bytes.starts_with(&other.magic()) {
             bail!(
-                "the input is a WebAssembly binary, not a precompiled module: \
-                 compile it with `Module::new` (or precompile it with \
-                 `Engine::precompile_module`)"
+                "the input is a precompiled {}, not a precompiled {noun}: load it with `{}`",
+                other.noun(),
+                other.loader()
+            );
+        }
+        if bytes.starts_with(b"\0asm") {
+            let (new, precompile) = match kind {
+                ArtifactKind::Module => ("Module::new", "Engine::precompile_module"),
+                ArtifactKind::Component => ("Component::new", "Engine::precompile_component"),
+            };
+            bail!(
+                "the input is a WebAssembly binary, not a precompiled {noun}: \
+                 compile it with `{new}` (or precompile it with `{precompile}`)"
             );
         }
         if bytes.starts_with(b"\x7fELF") {
             bail!(
                 "the input is an ELF file, such as an artifact of upstream Wasmtime; \
-                 this runtime only loads modules it precompiled itself"
+                 this runtime only loads {noun}s it precompiled itself"
             );
         }
-        bail!("the input is not a precompiled module (its first bytes are not `WMMUCWSM`)");
+        bail!(
+            "the input is not a precompiled {noun} (its first bytes are not `{}`)",
+            String::from_utf8_lossy(&kind.magic())
+        );
     }
     ensure!(
         bytes.len() >= HEADER_LEN,
-        "the precompiled module is truncated: {} bytes, shorter than its header",
+        "the precompiled {noun} is truncated: {} bytes, shorter than its header",
         bytes.len()
     );
     let version = u32::from_le_bytes(bytes[VERSION].try_into().unwrap());
     ensure!(
         version == FORMAT_VERSION,
-        "the precompiled module has format version {version}, but this runtime reads \
-         version {FORMAT_VERSION}: compile the module again"
+        "the precompiled {noun} has format version {version}, but this runtime reads \
+         version {FORMAT_VERSION}: compile the {noun} again"
     );
-    let declared = u64::from_le_bytes(bytes[FILE_LEN].try_into().unwrap());
+    let declared = read_u64(bytes, FILE_LEN);
     ensure!(
         declared == bytes.len() as u64,
-        "the precompiled module is {} bytes long, but its header says {declared}: the \
+        "the precompiled {noun} is {} bytes long, but its header says {declared}: the \
          file is truncated or has trailing bytes",
         bytes.len()
     );
@@ -355,8 +558,8 @@ fn check_envelope(bytes: &[u8]) -> Result<()> {
         "malformed artifact: reserved header bytes are set"
     );
     ensure!(
-        checksum(bytes).to_le_bytes()[..] == bytes[CHECKSUM],
-        "the precompiled module is corrupted: its checksum does not match"
+        checksum(bytes, kind).to_le_bytes()[..] == bytes[CHECKSUM],
+        "the precompiled {noun} is corrupted: its checksum does not match"
     );
     Ok(())
 }
@@ -364,14 +567,18 @@ fn check_envelope(bytes: &[u8]) -> Result<()> {
 /// Compares an artifact's settings with the loading engine's. Every
 /// setting must be equal, except that code compiled without a CPU feature
 /// (`isa.has_*` false) also runs where the engine has it.
-fn check_settings(artifact: &[(String, String)], engine: &[(String, String)]) -> Result<()> {
+fn check_settings(
+    artifact: &[(String, String)],
+    engine: &[(String, String)],
+    noun: &str,
+) -> Result<()> {
     let recorded: HashMap<&str, &str> = artifact
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     for (key, ours) in engine {
         let Some(&theirs) = recorded.get(key.as_str()) else {
-            bail!("the module was compiled without the setting `{key}`, which this engine has");
+            bail!("the {noun} was compiled without the setting `{key}`, which this engine has");
         };
         if theirs == ours {
             continue;
@@ -383,25 +590,25 @@ fn check_settings(artifact: &[(String, String)], engine: &[(String, String)]) ->
         }
         match kind {
             "tunables" => bail!(
-                "the module was compiled with `{name}` = {theirs}, but this engine is \
+                "the {noun} was compiled with `{name}` = {theirs}, but this engine is \
                  configured with {ours}"
             ),
             "wasm" => bail!(
-                "the module was compiled with the WebAssembly feature `{name}` {}, but this \
+                "the {noun} was compiled with the WebAssembly feature `{name}` {}, but this \
                  engine has it {}",
                 on_off(theirs),
                 on_off(ours)
             ),
             "cranelift" => bail!(
-                "the module was compiled with the Cranelift setting `{name}` = {theirs}, but \
+                "the {noun} was compiled with the Cranelift setting `{name}` = {theirs}, but \
                  this engine uses {ours}"
             ),
             "isa" if cpu_feature => bail!(
-                "the module was compiled for a CPU with `{name}`, which this engine's target \
+                "the {noun} was compiled for a CPU with `{name}`, which this engine's target \
                  does not have (the host lacks it, or a Cranelift setting turned it off)"
             ),
             _ => bail!(
-                "the module was compiled with the target setting `{key}` = {theirs}, but this \
+                "the {noun} was compiled with the target setting `{key}` = {theirs}, but this \
                  engine uses {ours}"
             ),
         }
@@ -411,7 +618,7 @@ fn check_settings(artifact: &[(String, String)], engine: &[(String, String)]) ->
         .iter()
         .find(|(k, _)| !ours.contains_key(k.as_str()))
     {
-        bail!("the module was compiled with the setting `{key}`, which this engine does not know");
+        bail!("the {noun} was compiled with the setting `{key}`, which this engine does not know");
     }
     Ok(())
 }
@@ -429,9 +636,53 @@ fn on_off(value: &str) -> &'static str {
 /// module's metadata, and nothing the compiled code already stands for.
 pub(crate) fn skeleton(binary: &[u8]) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(binary.len() / 8);
+    write_skeleton(binary, &mut out)?;
+    Ok(out)
+}
+
+/// Whether `skeleton` is exactly [`skeleton`]`(binary)`, found without
+/// building it (a big module's skeleton holds all its data segments).
+pub(crate) fn is_skeleton_of(skeleton: &[u8], binary: &[u8]) -> Result<bool> {
+    let mut compare = Compare {
+        expected: skeleton,
+        pos: 0,
+        equal: true,
+    };
+    write_skeleton(binary, &mut compare)?;
+    Ok(compare.equal && compare.pos == skeleton.len())
+}
+
+/// Where a skeleton goes: built into a vector, or compared as it is made.
+trait SkeletonSink {
+    fn put(&mut self, bytes: &[u8]);
+}
+
+impl SkeletonSink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+struct Compare<'a> {
+    expected: &'a [u8],
+    pos: usize,
+    equal: bool,
+}
+
+impl SkeletonSink for Compare<'_> {
+    fn put(&mut self, bytes: &[u8]) {
+        if self.equal {
+            let end = self.pos + bytes.len();
+            self.equal = self.expected.get(self.pos..end) == Some(bytes);
+            self.pos = end;
+        }
+    }
+}
+
+fn write_skeleton(binary: &[u8], out: &mut impl SkeletonSink) -> Result<()> {
     for payload in Parser::new(0).parse_all(binary) {
         match payload? {
-            Payload::Version { range, .. } => out.extend_from_slice(&binary[range]),
+            Payload::Version { range, .. } => out.put(&binary[range]),
             Payload::CodeSectionStart { count, .. } => {
                 let mut body = Vec::with_capacity(5 + 3 * count as usize);
                 leb128_u32(&mut body, count);
@@ -439,24 +690,25 @@ pub(crate) fn skeleton(binary: &[u8]) -> Result<Vec<u8>> {
                     // Size 2: no local declarations, then `end`.
                     body.extend_from_slice(&[2, 0, 0x0b]);
                 }
-                section(&mut out, 10, &body)?;
+                section(out, 10, &body)?;
             }
             Payload::CustomSection(custom) if custom.name() != "name" => {}
             other => {
                 if let Some((id, range)) = other.as_section() {
-                    section(&mut out, id, &binary[range])?;
+                    section(out, id, &binary[range])?;
                 }
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
-fn section(out: &mut Vec<u8>, id: u8, contents: &[u8]) -> Result<()> {
-    out.push(id);
+fn section(out: &mut impl SkeletonSink, id: u8, contents: &[u8]) -> Result<()> {
     let len = u32::try_from(contents.len()).context("section larger than 4 GiB")?;
-    leb128_u32(out, len);
-    out.extend_from_slice(contents);
+    let mut head = vec![id];
+    leb128_u32(&mut head, len);
+    out.put(&head);
+    out.put(contents);
     Ok(())
 }
 
@@ -606,7 +858,7 @@ mod tests {
     /// Rewrites the checksum after a test edits the body, so that the check
     /// behind the checksum is the one that fails.
     fn reseal(bytes: &mut [u8]) {
-        let sum = checksum(bytes);
+        let sum = checksum(bytes, kind_of(bytes).unwrap());
         bytes[CHECKSUM].copy_from_slice(&sum.to_le_bytes());
     }
 
@@ -755,5 +1007,133 @@ mod tests {
         assert_eq!(info.name.as_deref(), Some("m"));
         assert_eq!(info.exports.len(), 1);
         assert_eq!(info.num_defined_funcs(), 1);
+    }
+
+    fn component_artifact(modules: &[Vec<u8>]) -> Vec<u8> {
+        write_component(&fingerprint(), b"\0asm\x0d\0\x01\0", modules)
+    }
+
+    fn component_err(bytes: &[u8]) -> String {
+        format!(
+            "{:#}",
+            parse_component(bytes, &fingerprint())
+                .err()
+                .expect("must be refused")
+        )
+    }
+
+    #[test]
+    fn component_round_trip_places_modules_aligned() {
+        let modules = vec![artifact(), artifact()];
+        let bytes = component_artifact(&modules);
+        let parsed = parse_component(&bytes, &fingerprint()).unwrap();
+        assert_eq!(parsed.binary, b"\0asm\x0d\0\x01\0");
+        assert_eq!(parsed.modules.len(), 2);
+        for (range, module) in parsed.modules.iter().zip(&modules) {
+            assert_eq!(range.start % fingerprint().text_alignment, 0);
+            assert_eq!(&bytes[range.clone()], &module[..]);
+            parse(&bytes[range.clone()], &fingerprint()).unwrap();
+        }
+        assert_eq!(parsed.modules[1].end, bytes.len());
+        let empty = component_artifact(&[]);
+        assert!(
+            parse_component(&empty, &fingerprint())
+                .unwrap()
+                .modules
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn module_and_component_artifacts_are_told_apart() {
+        let module = artifact();
+        let component = component_artifact(&[artifact()]);
+        assert_eq!(kind_of(&module), Some(ArtifactKind::Module));
+        assert_eq!(kind_of(&component), Some(ArtifactKind::Component));
+        assert_eq!(kind_of(b"\0asm\x01\0\0\0"), None);
+        let as_module = err(&component, &fingerprint());
+        assert!(
+            as_module.contains("is a precompiled component")
+                && as_module.contains("Component::deserialize"),
+            "{as_module}"
+        );
+        let as_component = component_err(&module);
+        assert!(
+            as_component.contains("is a precompiled module")
+                && as_component.contains("Module::deserialize"),
+            "{as_component}"
+        );
+        assert!(component_err(b"\0asm\x0d\0\x01\0").contains("Component::new"));
+    }
+
+    #[test]
+    fn component_envelope_errors() {
+        let good = component_artifact(&[artifact()]);
+        assert!(component_err(&good[..20]).contains("component is truncated"));
+        assert!(component_err(&good[..good.len() - 1]).contains("header says"));
+        // The checksum covers header and body; a module's bytes are covered
+        // by that module's own checksum.
+        let mut flipped = good.clone();
+        flipped[HEADER_LEN + 20] ^= 1;
+        assert!(component_err(&flipped).contains("component is corrupted"));
+        let parsed = parse_component(&good, &fingerprint()).unwrap();
+        let mut module_flip = good.clone();
+        module_flip[parsed.modules[0].start + HEADER_LEN + 3] ^= 1;
+        let modules = parse_component(&module_flip, &fingerprint())
+            .unwrap()
+            .modules;
+        let e = format!(
+            "{:#}",
+            parse(&module_flip[modules[0].clone()], &fingerprint())
+                .err()
+                .unwrap()
+        );
+        assert!(e.contains("module is corrupted"), "{e}");
+        let mut other = fingerprint();
+        other.target = "aarch64-unknown-linux-gnu".into();
+        let e = format!("{:#}", parse_component(&good, &other).err().unwrap());
+        assert!(
+            e.contains("precompiled component was compiled for target"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn component_module_table_is_checked() {
+        let good = component_artifact(&[artifact()]);
+        let parsed = parse_component(&good, &fingerprint()).unwrap();
+        let binary_end =
+            parsed.binary.as_ptr() as usize - good.as_ptr() as usize + parsed.binary.len();
+        let entry = binary_end + 4;
+        let edit = |f: &dyn Fn(&mut Vec<u8>)| {
+            let mut bad = good.clone();
+            f(&mut bad);
+            reseal(&mut bad);
+            component_err(&bad)
+        };
+        // Unaligned, past the end, empty, and a count the body cannot hold.
+        let start = parsed.modules[0].start as u64;
+        assert!(
+            edit(&|b| b[entry..entry + 8].copy_from_slice(&(start + 1).to_le_bytes()))
+                .contains("out of place")
+        );
+        assert!(
+            edit(&|b| b[entry + 8..entry + 16].copy_from_slice(&u64::MAX.to_le_bytes()))
+                .contains("out of place")
+        );
+        assert!(
+            edit(&|b| b[entry + 8..entry + 16].copy_from_slice(&0u64.to_le_bytes()))
+                .contains("out of place")
+        );
+        assert!(
+            edit(&|b| b[binary_end..binary_end + 4].copy_from_slice(&u32::MAX.to_le_bytes()))
+                .contains("more entries")
+        );
+        // A shorter module leaves bytes after it.
+        let len = parsed.modules[0].len() as u64;
+        assert!(
+            edit(&|b| b[entry + 8..entry + 16].copy_from_slice(&(len - 1).to_le_bytes()))
+                .contains("does not end the file")
+        );
     }
 }

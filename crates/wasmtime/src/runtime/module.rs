@@ -57,10 +57,12 @@ pub(crate) struct ModuleInner {
 /// Compiling entry points refuse precompiled artifacts by name instead of
 /// failing to parse them as WebAssembly.
 pub(crate) fn refuse_artifact(bytes: &[u8]) -> Result<()> {
-    if artifact::looks_like_artifact(bytes) {
+    if let Some(kind) = artifact::kind_of(bytes) {
         bail!(
-            "the input is a precompiled module: load it with `Module::deserialize` \
-             (it is only accepted as trusted code)"
+            "the input is a precompiled {}: load it with `{}` \
+             (it is only accepted as trusted code)",
+            kind.noun(),
+            kind.loader()
         );
     }
     Ok(())
@@ -294,30 +296,51 @@ impl Module {
         let path = path.as_ref();
         let load = || -> Result<Module> {
             let file = std::fs::File::open(path)?;
-            // SAFETY: the caller promises not to alter the file while the
-            // module lives, and the mapping lives exactly as long.
-            let mmap = unsafe { Mmap::map_file_private(&file)? };
-            // SAFETY: the mapping is readable for its whole length, and the
-            // caller promises that nothing writes the file meanwhile.
-            let bytes = unsafe { std::slice::from_raw_parts(mmap.as_ptr(), mmap.len()) };
-            let parsed = artifact::parse(bytes, engine.fingerprint())?;
-            let info = Module::skeleton_info(engine, parsed.skeleton)?;
-            let skeleton: Box<[u8]> = parsed.skeleton.into();
-            let (tables, trap_sites, text) = (parsed.tables, parsed.trap_sites, parsed.text);
-            let in_place = !text.is_empty() && text.start % host_page_size() == 0;
-            let code = if in_place {
-                // SAFETY: `text` starts on a page boundary inside the
-                // mapping (checked by `parse` and just above), and the
-                // file's promise is the caller's.
-                unsafe {
-                    CodeMemory::from_file_mapping(mmap, text, &tables.relocations, trap_sites)?
-                }
-            } else {
-                CodeMemory::new(&bytes[text], &tables.relocations, trap_sites)?
-            };
-            Module::assemble(engine, info, skeleton, tables, code)
+            let len = file.metadata()?.len();
+            // SAFETY: the caller's promises, forwarded.
+            unsafe { Module::deserialize_file_range(engine, &file, 0..len as usize) }
         };
         load().with_context(|| format!("failed to load precompiled module {}", path.display()))
+    }
+
+    /// Loads the module artifact that lies at `range` in `file` (a whole
+    /// file, or one module of a component artifact) as
+    /// [`Module::deserialize_file`] does.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Module::deserialize_file`], for this range of the file.
+    pub(crate) unsafe fn deserialize_file_range(
+        engine: &Engine,
+        file: &std::fs::File,
+        range: std::ops::Range<usize>,
+    ) -> Result<Module> {
+        // SAFETY: the caller promises not to alter the file while the
+        // module lives, and the mapping lives exactly as long.
+        let mmap =
+            unsafe { Mmap::map_file_range_private(file, range.start as u64..range.end as u64)? };
+        // SAFETY: the mapping is readable for its whole length, and the
+        // caller promises that nothing writes the file meanwhile.
+        let bytes = unsafe { std::slice::from_raw_parts(mmap.as_ptr(), mmap.len()) };
+        let parsed = artifact::parse(bytes, engine.fingerprint())?;
+        let info = Module::skeleton_info(engine, parsed.skeleton)?;
+        let skeleton: Box<[u8]> = parsed.skeleton.into();
+        let (tables, trap_sites, text) = (parsed.tables, parsed.trap_sites, parsed.text);
+        let in_place = !text.is_empty() && text.start % host_page_size() == 0;
+        let code = if in_place {
+            // SAFETY: `text` starts on a page boundary inside the mapping
+            // (checked by `parse` and just above; the mapping itself starts
+            // on one), and the file's promise is the caller's.
+            unsafe { CodeMemory::from_file_mapping(mmap, text, &tables.relocations, trap_sites)? }
+        } else {
+            CodeMemory::new(&bytes[text], &tables.relocations, trap_sites)?
+        };
+        Module::assemble(engine, info, skeleton, tables, code)
+    }
+
+    /// The module's binary without function bodies (see `artifact.rs`).
+    pub(crate) fn skeleton(&self) -> &[u8] {
+        &self.inner.skeleton
     }
 
     /// Rebuilds a module's metadata from its skeleton, as a compile would.

@@ -4,8 +4,11 @@ use super::abi::{self, FlatTy};
 use super::info::{ComponentInfo, ExportItem, TrampolineKind};
 use super::translate;
 use super::types;
+use crate::runtime::artifact;
+use crate::runtime::module::refuse_artifact;
+use crate::runtime::vm::sys::unix::mmap::Mmap;
 use crate::{Engine, FuncType, Module};
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -28,7 +31,11 @@ pub struct Component {
 
 pub(crate) struct ComponentInner {
     pub engine: Engine,
+    /// The translation (its `modules` emptied once they are compiled).
     pub info: ComponentInfo,
+    /// The component's own binary: what [`Component::serialize`] writes,
+    /// for loading translates it again.
+    pub binary: ComponentBinary,
     /// The compiled core modules, by static module index.
     pub modules: Vec<Module>,
     /// Each trampoline's core signature, registered with the engine.
@@ -49,6 +56,7 @@ impl Component {
     /// module fails to compile.
     pub fn new(engine: &Engine, bytes: impl AsRef<[u8]>) -> Result<Component> {
         let bytes = bytes.as_ref();
+        refuse_artifact(bytes)?;
         #[cfg(feature = "wat")]
         let bytes = wat::parse_bytes(bytes)?;
         Component::from_binary(engine, &bytes)
@@ -76,22 +84,33 @@ impl Component {
     ///
     /// As for [`Component::new`].
     pub fn from_binary(engine: &Engine, binary: &[u8]) -> Result<Component> {
-        if !engine
-            .config()
-            .features
-            .contains(wasmparser::WasmFeatures::COMPONENT_MODEL)
-        {
-            bail!(
-                "cannot compile a component: the component model is not enabled (`Config::wasm_component_model`)"
-            );
-        }
-        let info = translate::translate(engine.config().features, binary)?;
-        check_lowering_signatures(&info)?;
-        let modules = info
-            .modules
+        refuse_artifact(binary)?;
+        Component::compile(engine, binary, true)
+    }
+
+    /// Translates and compiles `binary`; each core module goes through the
+    /// engine's compile cache if `use_cache` and the engine has one.
+    pub(crate) fn compile(engine: &Engine, binary: &[u8], use_cache: bool) -> Result<Component> {
+        check_component_model(engine)?;
+        let mut info = translate::translate(engine.config().features, binary)?;
+        let modules = std::mem::take(&mut info.modules)
             .iter()
-            .map(|bytes| Module::from_binary(engine, bytes))
+            .map(|wasm| match use_cache {
+                true => Module::from_binary(engine, wasm.bytes(binary)),
+                false => Module::compile(engine, wasm.bytes(binary)),
+            })
             .collect::<Result<Vec<_>>>()?;
+        Component::assemble(engine, info, ComponentBinary::Owned(binary.into()), modules)
+    }
+
+    /// Builds the component from its translation and compiled modules.
+    fn assemble(
+        engine: &Engine,
+        info: ComponentInfo,
+        binary: ComponentBinary,
+        modules: Vec<Module>,
+    ) -> Result<Component> {
+        check_lowering_signatures(&info)?;
         let trampoline_types = info
             .trampolines
             .iter()
@@ -101,10 +120,150 @@ impl Component {
             inner: Arc::new(ComponentInner {
                 engine: engine.clone(),
                 info,
+                binary,
                 modules,
                 trampoline_types,
             }),
         })
+    }
+
+    /// Writes this component as a precompiled artifact, which
+    /// [`Component::deserialize`] and [`Component::deserialize_file`] load
+    /// into any engine of this build with the same code-shaping settings,
+    /// without compiling again. The artifact holds the component's binary
+    /// and the machine code of each of its core modules (the layout is in
+    /// `docs/architecture.md`, "Precompiled modules and the compile
+    /// cache").
+    ///
+    /// # Errors
+    ///
+    /// None today; the `Result` keeps upstream's signature.
+    pub fn serialize(&self) -> Result<Vec<u8>> {
+        let modules = self
+            .inner
+            .modules
+            .iter()
+            .map(Module::serialize)
+            .collect::<Result<Vec<_>>>()?;
+        Ok(artifact::write_component(
+            self.inner.engine.fingerprint(),
+            self.inner.binary.bytes(),
+            &modules,
+        ))
+    }
+
+    /// Loads a component from `bytes`, written by [`Component::serialize`]
+    /// or [`Engine::precompile_component`], copying each core module's
+    /// machine code into fresh executable memory.
+    ///
+    /// The checks are those of [`Module::deserialize`] for the artifact's
+    /// envelope and for each core module in it. The component itself is
+    /// translated again from its binary, as a compile would (this
+    /// validates it; only the compiling of its modules is skipped), and
+    /// each module in the artifact must be the one the translation gives
+    /// at its place.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Module::deserialize`]: the machine code runs as it is, so
+    /// only load artifacts that this runtime produced and that nobody
+    /// could have altered.
+    ///
+    /// # Errors
+    ///
+    /// Anything that is not an intact component artifact of this build
+    /// for a compatible engine (a module artifact or a plain `.wasm`
+    /// included), with a message naming the check that failed; an engine
+    /// without the component model.
+    pub unsafe fn deserialize(engine: &Engine, bytes: impl AsRef<[u8]>) -> Result<Component> {
+        let bytes = bytes.as_ref();
+        let parsed = artifact::parse_component(bytes, engine.fingerprint())?;
+        let binary = ComponentBinary::Owned(parsed.binary.into());
+        Component::load(engine, binary, parsed.modules, |range| {
+            // SAFETY: the caller vouches for the whole artifact, this
+            // module's code included.
+            unsafe { Module::deserialize(engine, &bytes[range]) }
+        })
+    }
+
+    /// Loads a component from the file `path` as
+    /// [`Component::deserialize`] does, but runs each core module's
+    /// machine code where the file is mapped, as
+    /// [`Module::deserialize_file`] does (each module gets its own mapping
+    /// of its part of the file).
+    ///
+    /// # Safety
+    ///
+    /// Everything [`Component::deserialize`] requires, and also: nothing
+    /// may write or truncate the file while the component (or any
+    /// instance of it) lives.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be opened or mapped, and everything
+    /// [`Component::deserialize`] can fail with.
+    pub unsafe fn deserialize_file(engine: &Engine, path: impl AsRef<Path>) -> Result<Component> {
+        let path = path.as_ref();
+        let load = || -> Result<Component> {
+            let file = std::fs::File::open(path)?;
+            // SAFETY: the mapping lives as long as the component (which
+            // keeps its binary there; the modules map their own parts),
+            // and the caller promises that nothing alters the file
+            // meanwhile.
+            let mmap = unsafe { Mmap::map_file_private(&file)? };
+            // SAFETY: the mapping is readable for its whole length, and the
+            // caller promises that nothing writes the file meanwhile.
+            let bytes = unsafe { std::slice::from_raw_parts(mmap.as_ptr(), mmap.len()) };
+            let parsed = artifact::parse_component(bytes, engine.fingerprint())?;
+            let start = parsed.binary.as_ptr() as usize - mmap.as_ptr() as usize;
+            let binary = ComponentBinary::Mapped {
+                range: start..start + parsed.binary.len(),
+                mmap,
+            };
+            Component::load(engine, binary, parsed.modules, |range| {
+                // SAFETY: the caller vouches for the file's code and
+                // promises to leave the file alone while the module lives.
+                unsafe { Module::deserialize_file_range(engine, &file, range) }
+            })
+        };
+        load().with_context(|| format!("failed to load precompiled component {}", path.display()))
+    }
+
+    /// Translates the component `binary` of an artifact and takes each of
+    /// its core modules from `load_module` (given where that module's
+    /// artifact lies), checking that each is the module the translation
+    /// gives at its index.
+    fn load(
+        engine: &Engine,
+        binary: ComponentBinary,
+        module_ranges: Vec<std::ops::Range<usize>>,
+        mut load_module: impl FnMut(std::ops::Range<usize>) -> Result<Module>,
+    ) -> Result<Component> {
+        check_component_model(engine)?;
+        let mut info = translate::translate(engine.config().features, binary.bytes())
+            .context("malformed artifact: its component binary does not translate")?;
+        ensure!(
+            info.modules.len() == module_ranges.len(),
+            "malformed artifact: the component has {} core modules, but its artifact holds {}",
+            info.modules.len(),
+            module_ranges.len()
+        );
+        let mut modules = Vec::with_capacity(module_ranges.len());
+        for (index, (wasm, range)) in std::mem::take(&mut info.modules)
+            .iter()
+            .zip(module_ranges)
+            .enumerate()
+        {
+            let module = load_module(range)
+                .with_context(|| format!("core module {index} of the precompiled component"))?;
+            ensure!(
+                artifact::is_skeleton_of(module.skeleton(), wasm.bytes(binary.bytes()))?,
+                "malformed artifact: core module {index} of the precompiled component is not \
+                 the module its component binary holds at that place"
+            );
+            modules.push(module);
+        }
+        Component::assemble(engine, info, binary, modules)
     }
 
     /// The component's type: what it exports (see [`types::Component`]).
@@ -173,6 +332,46 @@ impl Component {
         index.item()?;
         Some(index)
     }
+}
+
+/// Where a component keeps its own binary.
+pub(crate) enum ComponentBinary {
+    /// A copy.
+    Owned(Box<[u8]>),
+    /// A part of the mapping of the artifact file it was loaded from (not
+    /// copied: a componentized program's binary is many megabytes).
+    Mapped {
+        mmap: Mmap,
+        range: std::ops::Range<usize>,
+    },
+}
+
+impl ComponentBinary {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            ComponentBinary::Owned(bytes) => bytes,
+            ComponentBinary::Mapped { mmap, range } => {
+                // SAFETY: `range` lies in the mapping (it was found there
+                // by `parse_component`), which is readable and lives as
+                // long as `self`; the file is never written meanwhile, as
+                // `deserialize_file`'s caller promised.
+                unsafe { std::slice::from_raw_parts(mmap.as_ptr().add(range.start), range.len()) }
+            }
+        }
+    }
+}
+
+/// Components need an engine with the component model enabled.
+fn check_component_model(engine: &Engine) -> Result<()> {
+    ensure!(
+        engine
+            .config()
+            .features
+            .contains(wasmparser::WasmFeatures::COMPONENT_MODEL),
+        "cannot compile a component: the component model is not enabled \
+         (`Config::wasm_component_model`)"
+    );
+    Ok(())
 }
 
 /// Checks that the core signature the translator gave each lowered import
@@ -278,5 +477,52 @@ fn reflect(ty: &super::info::ExternTy) -> types::ComponentItem {
         ExternTy::Type(t) => types::ComponentItem::Type(types::Type(t.clone())),
         ExternTy::Resource(_) => types::ComponentItem::Resource(types::ResourceTypeAtComponent(())),
         ExternTy::CoreFunc => types::ComponentItem::CoreFunc(types::CoreFuncType(())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A component artifact whose modules are all intact artifacts, but
+    /// not at the places the component binary gives them, is refused.
+    #[test]
+    fn modules_must_be_the_ones_the_binary_holds() {
+        let mut config = crate::Config::new();
+        config.wasm_component_model(true);
+        let engine = Engine::new(&config).unwrap();
+        let component = Component::new(
+            &engine,
+            r#"(component
+                 (core module $a (func (export "a") (result i32) i32.const 1))
+                 (core module $b (func (export "b") (result i32) i32.const 2))
+                 (core instance $a (instantiate $a))
+                 (core instance $b (instantiate $b)))"#,
+        )
+        .unwrap();
+        let bytes = component.serialize().unwrap();
+        let parsed = artifact::parse_component(&bytes, engine.fingerprint()).unwrap();
+        assert_eq!(parsed.modules.len(), 2);
+        let swapped: Vec<Vec<u8>> = parsed
+            .modules
+            .iter()
+            .rev()
+            .map(|range| bytes[range.clone()].to_vec())
+            .collect();
+        let bad = artifact::write_component(engine.fingerprint(), parsed.binary, &swapped);
+        // SAFETY: every module artifact in `bad` was written by this
+        // process; the load is refused before any of its code runs.
+        let error = unsafe { Component::deserialize(&engine, &bad) }.expect_err("refused");
+        assert!(
+            format!("{error:#}").contains("is not the module its component binary holds"),
+            "{error:#}"
+        );
+        let fewer = artifact::write_component(engine.fingerprint(), parsed.binary, &swapped[..1]);
+        // SAFETY: as above.
+        let error = unsafe { Component::deserialize(&engine, &fewer) }.expect_err("refused");
+        assert!(
+            format!("{error:#}").contains("has 2 core modules, but its artifact holds 1"),
+            "{error:#}"
+        );
     }
 }

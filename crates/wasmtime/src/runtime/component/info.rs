@@ -13,13 +13,34 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use wasmtime_environ::WasmFuncType;
 
+/// Where the binary of one of a component's core modules is.
+#[derive(Debug)]
+pub(crate) enum ModuleBytes {
+    /// A part of the component's own binary (not copied: a componentized
+    /// program is mostly its one big core module).
+    InComponent(std::ops::Range<usize>),
+    /// An adapter module the translator generated.
+    Generated(Vec<u8>),
+}
+
+impl ModuleBytes {
+    /// The module's binary, given the binary of the component that was
+    /// translated.
+    pub fn bytes<'a>(&'a self, component: &'a [u8]) -> &'a [u8] {
+        match self {
+            ModuleBytes::InComponent(range) => &component[range.clone()],
+            ModuleBytes::Generated(bytes) => bytes,
+        }
+    }
+}
+
 /// A translated component.
 #[derive(Debug)]
 pub(crate) struct ComponentInfo {
     /// The core modules, by static module index, as WebAssembly binaries:
     /// the component's own modules and the adapter modules the translator
     /// generated.
-    pub modules: Vec<Vec<u8>>,
+    pub modules: Vec<ModuleBytes>,
     /// The component's imports, by import index: name and type.
     pub import_types: Vec<(String, ExternTy)>,
     /// Runtime imports: an import and a path of export names inside it

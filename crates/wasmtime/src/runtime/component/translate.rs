@@ -33,6 +33,9 @@ pub(crate) fn translate(features: WasmFeatures, bytes: &[u8]) -> Result<Componen
     // Without concurrency support the adapter modules use no async
     // intrinsics, which this runtime does not have.
     tunables.concurrency_support = false;
+    // Nothing here reads the DWARF sections; our own module translation
+    // finds names where it needs them.
+    tunables.parse_wasm_debuginfo = false;
     let features = features | WasmFeatures::COMPONENT_MODEL;
     let mut validator = Validator::new_with_features(features);
     let mut types = cm::ComponentTypesBuilder::new(&validator);
@@ -59,10 +62,20 @@ pub(crate) fn translate(features: WasmFeatures, bytes: &[u8]) -> Result<Componen
             cx.resource_table(index)?;
         }
     }
-    cx.component(
-        &translation,
-        modules.values().map(|m| m.wasm.to_vec()).collect(),
-    )
+    let whole = bytes.as_ptr_range();
+    let modules = modules
+        .values()
+        .map(|m| {
+            let wasm = m.wasm.as_ptr_range();
+            if whole.start <= wasm.start && wasm.end <= whole.end {
+                let start = wasm.start as usize - whole.start as usize;
+                ModuleBytes::InComponent(start..start + m.wasm.len())
+            } else {
+                ModuleBytes::Generated(m.wasm.to_vec())
+            }
+        })
+        .collect();
+    cx.component(&translation, modules)
 }
 
 struct Converter<'a> {
@@ -80,7 +93,7 @@ impl Converter<'_> {
     fn component(
         &mut self,
         translation: &cm::ComponentTranslation,
-        modules: Vec<Vec<u8>>,
+        modules: Vec<ModuleBytes>,
     ) -> Result<ComponentInfo> {
         let c = &translation.component;
         let import_types = c

@@ -69,11 +69,37 @@ impl Mmap {
     /// truncation turns reads of the lost pages into `SIGBUS`, and writes
     /// by others may show through pages this process has not written.
     pub unsafe fn map_file_private(file: &std::fs::File) -> Result<Mmap> {
+        let len = file.metadata()?.len();
+        // SAFETY: the caller's promise, forwarded.
+        unsafe { Mmap::map_file_range_private(file, 0..len) }
+    }
+
+    /// Maps the bytes `range` of `file` as [`Mmap::map_file_private`] maps
+    /// a whole file (a precompiled component keeps each of its modules at
+    /// a page-aligned offset, and each gets a mapping of its own). The
+    /// range must start on a host page boundary and lie in the file; an
+    /// empty range is an error.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Mmap::map_file_private`].
+    pub unsafe fn map_file_range_private(
+        file: &std::fs::File,
+        range: std::ops::Range<u64>,
+    ) -> Result<Mmap> {
         use std::os::fd::AsRawFd;
-        let len = usize::try_from(file.metadata()?.len())?;
-        if len == 0 {
-            bail!("cannot map an empty file");
+        let file_len = file.metadata()?.len();
+        if range.start >= range.end {
+            bail!("cannot map an empty file (or an empty part of one)");
         }
+        if range.end > file_len || !range.start.is_multiple_of(host_page_size() as u64) {
+            bail!(
+                "cannot map bytes {range:?} of a {file_len}-byte file: the range must lie in \
+                 the file and start on a page boundary"
+            );
+        }
+        let len = usize::try_from(range.end - range.start)?;
+        let offset = libc::off_t::try_from(range.start)?;
         // SAFETY: a private mapping at a kernel-chosen address aliases no
         // existing memory; what can happen to the file meanwhile is the
         // caller's promise above.
@@ -83,7 +109,7 @@ impl Mmap {
                 len,
                 libc::PROT_READ,
                 libc::MAP_PRIVATE,
-                file.as_raw_fd(),
+                (file.as_raw_fd(), offset),
                 "failed to map the file",
             )?
         };
@@ -102,7 +128,7 @@ impl Mmap {
                 len,
                 prot,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
+                (-1, 0),
                 &format!("failed to reserve {len:#x} bytes of address space"),
             )?
         };
@@ -253,7 +279,7 @@ impl Mmap {
                 len,
                 libc::PROT_READ,
                 libc::MAP_SHARED,
-                fd.as_raw_fd(),
+                (fd.as_raw_fd(), 0),
                 "failed to map a file view",
             )?
         };
@@ -289,7 +315,7 @@ impl Mmap {
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_FIXED,
-                fd.as_raw_fd(),
+                (fd.as_raw_fd(), 0),
                 "failed to map a memory image",
             )?
         };
@@ -360,7 +386,7 @@ impl Mmap {
                 self.len,
                 libc::PROT_NONE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
-                -1,
+                (-1, 0),
                 "failed to reset a memory reservation",
             )?
         };
@@ -380,11 +406,11 @@ unsafe fn raw_mmap(
     len: usize,
     prot: libc::c_int,
     flags: libc::c_int,
-    fd: std::os::fd::RawFd,
+    (fd, offset): (std::os::fd::RawFd, libc::off_t),
     what: &str,
 ) -> Result<NonNull<u8>> {
     // SAFETY: forwarded to the caller.
-    let ptr = unsafe { libc::mmap(addr.cast(), len, prot, flags, fd, 0) };
+    let ptr = unsafe { libc::mmap(addr.cast(), len, prot, flags, fd, offset) };
     if ptr == libc::MAP_FAILED {
         bail!("{what}: {}", io::Error::last_os_error());
     }
