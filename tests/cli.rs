@@ -724,6 +724,52 @@ fn compile_then_run_precompiled() {
 }
 
 #[test]
+fn compile_a_component() {
+    let dir = tempfile::tempdir().unwrap();
+    let wat = dir.path().join("c.wat");
+    std::fs::write(
+        &wat,
+        r#"(component
+             (core module $m (func (export "f") (result i32) i32.const 7))
+             (core instance $i (instantiate $m))
+             (func (export "f") (result u32) (canon lift (core func $i "f"))))"#,
+    )
+    .unwrap();
+    let o = run_with(
+        wasmtime()
+            .current_dir(dir.path())
+            .args(["compile", wat.to_str().unwrap()]),
+    );
+    assert_status(&o, 0);
+    let cwasm = dir.path().join("c.cwasm");
+    assert!(cwasm.exists());
+    let c = cwasm.to_str().unwrap();
+    let o = run(&["compile", c]);
+    assert_status(&o, 1);
+    assert!(
+        stderr(&o).contains("already a precompiled component"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&[c]);
+    assert_status(&o, 1);
+    assert!(
+        stderr(&o).contains("requires the `--allow-precompiled` flag"),
+        "{}",
+        stderr(&o)
+    );
+    // `run` of components is not there yet (WASI 0.2 comes first); it says
+    // so instead of misreading the artifact.
+    let o = run(&["--allow-precompiled", c]);
+    assert_status(&o, 1);
+    assert!(
+        stderr(&o).contains("is a precompiled WebAssembly component"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn compile_cache_is_used_and_configurable() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("cache.toml");

@@ -7,7 +7,8 @@ use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wasmtime::{
-    Config, Engine, Func, Linker, Module, Store, StoreLimits, StoreLimitsBuilder, Val, ValType,
+    Config, Engine, Func, Linker, Module, Precompiled, Store, StoreLimits, StoreLimitsBuilder, Val,
+    ValType,
 };
 use wasmtime_mmu_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
@@ -679,9 +680,16 @@ impl RunCommand {
         };
         let bytes =
             std::fs::read(path).with_context(|| format!("failed to open wasm module {path:?}"))?;
-        if engine.detect_precompiled(&bytes).is_some() {
+        if let Some(kind) = engine.detect_precompiled(&bytes) {
             if !self.allow_precompiled {
                 bail!("running a precompiled module requires the `--allow-precompiled` flag");
+            }
+            if kind == Precompiled::Component {
+                bail!(
+                    "unsupported: `{}` is a precompiled WebAssembly component; this engine \
+                     runs core modules only",
+                    path.display()
+                );
             }
             if path == Path::new("/dev/stdin") {
                 // SAFETY: with `--allow-precompiled` the user vouches for
@@ -766,22 +774,27 @@ impl RunCommand {
     }
 }
 
-/// The WebAssembly binary in `bytes`, read from `path`: a core module's
-/// binary as it is, or the text format translated. ELF files (upstream
-/// Wasmtime's precompiled modules) and components are refused by name.
+/// The core module's binary in `bytes`, read from `path`, as
+/// [`wasm_binary`] gives it; a component is refused by name.
 pub(crate) fn core_wasm_binary(path: &Path, bytes: Vec<u8>) -> Result<Vec<u8>> {
+    let binary = wasm_binary(path, bytes)?;
+    if is_component(&binary) {
+        bail!(
+            "unsupported: `{}` is a WebAssembly component; this engine runs core modules only",
+            path.display()
+        );
+    }
+    Ok(binary)
+}
+
+/// The WebAssembly binary in `bytes`, read from `path`: a binary as it
+/// is, or the text format translated. ELF files (upstream Wasmtime's
+/// precompiled modules) are refused by name.
+pub(crate) fn wasm_binary(path: &Path, bytes: Vec<u8>) -> Result<Vec<u8>> {
     if bytes.starts_with(b"\x7fELF") {
         bail!(
             "unsupported: `{}` is an ELF file, such as a module precompiled by upstream \
              Wasmtime; this engine only runs modules that it precompiled itself",
-            path.display()
-        );
-    }
-    // Components have version 0x0d and layer 1 where core modules have
-    // version 1 and layer 0.
-    if bytes.starts_with(b"\0asm") && bytes.get(6..8) == Some(&[1, 0]) {
-        bail!(
-            "unsupported: `{}` is a WebAssembly component; this engine runs core modules only",
             path.display()
         );
     }
@@ -795,6 +808,12 @@ pub(crate) fn core_wasm_binary(path: &Path, bytes: Vec<u8>) -> Result<Vec<u8>> {
             Err(e.into())
         }
     }
+}
+
+/// Whether `binary` is a component: components have version 0x0d and
+/// layer 1 where core modules have version 1 and layer 0.
+pub(crate) fn is_component(binary: &[u8]) -> bool {
+    binary.starts_with(b"\0asm") && binary.get(6..8) == Some(&[1, 0])
 }
 
 /// Parses an `--invoke` argument for a parameter of type `ty`, as upstream:
