@@ -439,3 +439,81 @@ fn concurrent_compiles_of_one_module_both_succeed() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// `Config::target`: an engine for another target writes artifacts for it
+/// and refuses to load code into this process; this host refuses its
+/// artifacts by target.
+#[test]
+fn cross_compiled_artifacts_are_written_not_run() {
+    let mut config = Config::new();
+    let Err(e) = config.target("not a triple") else {
+        panic!("refused")
+    };
+    assert!(e.to_string().contains("not a target triple"), "{e}");
+    let e = match Engine::new(Config::new().target("riscv64gc-unknown-linux-gnu").unwrap()) {
+        Ok(_) => panic!("riscv64 is not supported"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(e.contains("riscv64"), "{e}");
+
+    config.target("aarch64-unknown-linux-gnu").unwrap();
+    let aarch64 = Engine::new(&config).unwrap();
+    let artifact = aarch64.precompile_module(MODULE.as_bytes()).unwrap();
+    let component = aarch64
+        .precompile_component(
+            br#"(component
+                  (core module $m (func (export "f") (result i32) i32.const 7))
+                  (core instance $i (instantiate $m))
+                  (func (export "f") (result u32) (canon lift (core func $i "f"))))"#,
+        )
+        .unwrap();
+    let err = |r: Result<Module>| format!("{:#}", r.expect_err("refused"));
+    for e in [
+        err(Module::new(&aarch64, MODULE)),
+        // SAFETY: refused before anything is mapped executable.
+        err(unsafe { Module::deserialize(&aarch64, &artifact) }),
+    ] {
+        assert!(
+            e.contains("compiles for `aarch64-unknown-linux-gnu`")
+                && e.contains("not for this host"),
+            "{e}"
+        );
+    }
+    let e = match component::Component::new(&aarch64, "(component)") {
+        Ok(_) => panic!("refused"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(e.contains("cannot compile a component to run"), "{e}");
+    // SAFETY: as above.
+    let e = match unsafe { component::Component::deserialize(&aarch64, &component) } {
+        Ok(_) => panic!("refused"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(e.contains("cannot load a precompiled component"), "{e}");
+
+    let host = Engine::default();
+    // SAFETY: refused by its recorded target before anything is mapped.
+    let e = err(unsafe { Module::deserialize(&host, &artifact) });
+    assert!(
+        e.contains("compiled for target `aarch64-unknown-linux-gnu`"),
+        "{e}"
+    );
+    // SAFETY: as above.
+    let e = match unsafe { component::Component::deserialize(&host, &component) } {
+        Ok(_) => panic!("refused"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(
+        e.contains("precompiled component was compiled for target `aarch64"),
+        "{e}"
+    );
+    // The host's own triple, named explicitly, runs here (baseline CPU).
+    let mut explicit = Config::new();
+    explicit.target(&target_lexicon::HOST.to_string()).unwrap();
+    let explicit = Engine::new(&explicit).unwrap();
+    let module = Module::new(&explicit, MODULE).unwrap();
+    assert_eq!(
+        behaviour(&explicit, &module),
+        behaviour(&host, &Module::new(&host, MODULE).unwrap())
+    );
+}

@@ -770,6 +770,38 @@ fn compile_a_component() {
 }
 
 #[test]
+fn compile_for_another_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwasm = dir.path().join("a64.cwasm");
+    let c = cwasm.to_str().unwrap();
+    let wat = guest("invoke.wat");
+    let o = run(&[
+        "compile",
+        "--target",
+        "aarch64-unknown-linux-gnu",
+        wat.to_str().unwrap(),
+        "-o",
+        c,
+    ]);
+    assert_status(&o, 0);
+    let o = run(&["--allow-precompiled", "--invoke", "add", c, "1", "2"]);
+    assert_status(&o, 1);
+    assert!(
+        stderr(&o).contains("compiled for target `aarch64-unknown-linux-gnu`"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&[
+        "compile",
+        "--target",
+        "no-such-thing",
+        wat.to_str().unwrap(),
+    ]);
+    assert_status(&o, 1);
+    assert!(stderr(&o).contains("not a target triple"), "{}", stderr(&o));
+}
+
+#[test]
 fn compile_cache_is_used_and_configurable() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("cache.toml");

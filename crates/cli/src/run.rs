@@ -83,8 +83,8 @@ pub struct CommonOptions {
     #[arg(short = 'R', long = "record", value_name = "KEY[=VAL[,..]]", value_parser = record_parser())]
     record_raw: Vec<Settings>,
 
-    /// The target triple; default is the host triple (only the host is
-    /// supported by this engine)
+    /// The target triple to compile for; default is the host. Code for
+    /// another target can only be written (`compile`), not run here
     #[arg(long, value_name = "TARGET")]
     target: Option<String>,
 
@@ -299,16 +299,10 @@ impl CommonOptions {
                 path.display()
             );
         }
-        if let Some(target) = &self.target {
-            let host = target_lexicon::HOST.to_string();
-            if target != &host {
-                bail!(
-                    "unsupported: --target {target}: this engine only compiles for the host ({host})"
-                );
-            }
-        }
-
         let mut config = Config::new();
+        if let Some(target) = &self.target {
+            config.target(target)?;
+        }
         let mut limits = StoreLimitsBuilder::new();
         let mut r = Resolved {
             config: Config::new(),

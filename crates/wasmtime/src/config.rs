@@ -55,6 +55,7 @@ pub struct Config {
     pub(crate) cache: Option<crate::Cache>,
     pub(crate) memory_init_cow: bool,
     pub(crate) reset_policy: ResetPolicy,
+    pub(crate) target: Option<target_lexicon::Triple>,
 }
 
 /// The default [`ResetPolicy::ShootdownFree`] budget (see
@@ -105,6 +106,7 @@ impl Config {
             opt_level: OptLevel::Speed,
             nan_canonicalization: false,
             cranelift_flags: Vec::new(),
+            target: None,
             parallel_compilation: true,
             signals_based_traps: true,
             strategy: Strategy::Auto,
@@ -491,6 +493,45 @@ impl Config {
     /// Never panics.
     pub fn wasm_features(&mut self, flag: WasmFeatures, enable: bool) -> &mut Self {
         self.feature(flag, enable)
+    }
+
+    /// Compiles for another target than this host: cross-compilation, for
+    /// artifacts that another machine loads.
+    ///
+    /// An engine for a foreign target only writes artifacts
+    /// ([`Engine::precompile_module`](crate::Engine::precompile_module),
+    /// [`Engine::precompile_component`](crate::Engine::precompile_component));
+    /// everything that would load its code into this process
+    /// ([`Module::new`](crate::Module::new),
+    /// [`Module::deserialize`](crate::Module::deserialize), their
+    /// component counterparts) refuses with an error that says why. The
+    /// code is for the target's baseline CPU, plus whatever CPU features
+    /// [`Config::cranelift_flag_set`] turns on; naming this host's own
+    /// triple gives code that runs here but, unlike the default, without
+    /// the host's detected CPU features. x86_64 and aarch64 are supported,
+    /// as on the host; the aarch64 runtime has never been compiled (see
+    /// `docs/mmu-interruption.md`), so its artifacts are untested beyond
+    /// being produced.
+    ///
+    /// ## Default
+    ///
+    /// The host, with its detected CPU features.
+    ///
+    /// # Errors
+    ///
+    /// Fails at once if `target` is not a target triple;
+    /// [`Engine::new`](crate::Engine::new) fails for a triple whose
+    /// architecture Cranelift or this runtime does not support.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn target(&mut self, target: &str) -> anyhow::Result<&mut Self> {
+        let triple: target_lexicon::Triple = target
+            .parse()
+            .map_err(|e| anyhow::anyhow!("`{target}` is not a target triple: {e}"))?;
+        self.target = Some(triple);
+        Ok(self)
     }
 
     /// Chooses the compiler.

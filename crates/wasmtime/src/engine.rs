@@ -88,7 +88,7 @@ impl Engine {
                     crate::OptLevel::Speed => ClifOptLevel::Speed,
                     crate::OptLevel::SpeedAndSize => ClifOptLevel::SpeedAndSize,
                 },
-                target: None,
+                target: config.target.clone(),
                 flags: config.cranelift_flags.clone(),
                 nan_canonicalization: config.nan_canonicalization,
                 parallel: config.parallel_compilation,
@@ -132,6 +132,22 @@ impl Engine {
                 fingerprint,
             }),
         })
+    }
+
+    /// Fails unless this engine compiles for this host (see
+    /// [`Config::target`]): code for another target is only ever written
+    /// out, never loaded into this process. `doing` says what was asked.
+    pub(crate) fn check_runs_here(&self, doing: &str) -> Result<()> {
+        let target = self.inner.compiler.triple();
+        let host = target_lexicon::Triple::host();
+        anyhow::ensure!(
+            target.architecture == host.architecture
+                && target.operating_system == host.operating_system,
+            "cannot {doing}: this engine compiles for `{target}` (`Config::target`), not for \
+             this host (`{host}`); it can only write artifacts for that target \
+             (`Engine::precompile_module`, `Engine::precompile_component`)"
+        );
+        Ok(())
     }
 
     /// The configuration this engine was built from (a copy taken by

@@ -128,6 +128,7 @@ impl Module {
     /// fails to compile.
     pub fn from_binary(engine: &Engine, binary: &[u8]) -> Result<Module> {
         refuse_artifact(binary)?;
+        engine.check_runs_here("compile a module to run")?;
         match &engine.config().cache {
             Some(cache) => Module::compile_cached(engine, cache, binary),
             None => Module::compile(engine, binary),
@@ -265,6 +266,7 @@ impl Module {
     /// version or build, another target, a setting that differs).
     pub unsafe fn deserialize(engine: &Engine, bytes: impl AsRef<[u8]>) -> Result<Module> {
         let bytes = bytes.as_ref();
+        engine.check_runs_here("load a precompiled module")?;
         let parsed = artifact::parse(bytes, engine.fingerprint())?;
         let info = Module::skeleton_info(engine, parsed.skeleton)?;
         let code = CodeMemory::new(
@@ -315,6 +317,7 @@ impl Module {
         file: &std::fs::File,
         range: std::ops::Range<usize>,
     ) -> Result<Module> {
+        engine.check_runs_here("load a precompiled module")?;
         // SAFETY: the caller promises not to alter the file while the
         // module lives, and the mapping lives exactly as long.
         let mmap =

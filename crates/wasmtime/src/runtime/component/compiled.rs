@@ -85,6 +85,7 @@ impl Component {
     /// As for [`Component::new`].
     pub fn from_binary(engine: &Engine, binary: &[u8]) -> Result<Component> {
         refuse_artifact(binary)?;
+        engine.check_runs_here("compile a component to run")?;
         Component::compile(engine, binary, true)
     }
 
@@ -239,6 +240,7 @@ impl Component {
         module_ranges: Vec<std::ops::Range<usize>>,
         mut load_module: impl FnMut(std::ops::Range<usize>) -> Result<Module>,
     ) -> Result<Component> {
+        engine.check_runs_here("load a precompiled component")?;
         check_component_model(engine)?;
         let mut info = translate::translate(engine.config().features, binary.bytes())
             .context("malformed artifact: its component binary does not translate")?;
