@@ -9,10 +9,12 @@
 //! the same definitions.
 //!
 //! * **compile**: `Component::new` from the bytes (no compile cache);
+//! * **deserialize_file**: `Component::deserialize_file` of the engine's
+//!   own artifact of the component (`Component::serialize`, written once);
 //! * **instantiate**: a fresh `Store` and `InstancePre::instantiate`.
 //!
-//! Each round compiles once per engine and instantiates for about 0.2 s
-//! (at least 3 times), alternating which engine goes first; the numbers are
+//! Each round compiles once per engine, and loads and instantiates for
+//! about 0.2 s each (at least 3 times), alternating which engine goes first; the numbers are
 //! medians of `--runs` rounds (default 3), the ratio is ours' time over
 //! upstream's. Without the guest, it says how to build it and measures
 //! nothing.
@@ -51,27 +53,42 @@ mod upstream {
     include!("../../tests/real_guests/host.rs");
 }
 
-/// One engine's round: seconds to compile, seconds per instantiation.
+/// One engine's round: seconds to compile, to load the engine's own
+/// artifact of the component, and per instantiation.
 macro_rules! engine_round {
-    ($name:ident, $engine:ident) => {
-        fn $name(bytes: &[u8], plan: &plan::Plan, budget: Duration) -> Result<[f64; 2]> {
+    ($name:ident, $engine:ident, $crate_name:ident) => {
+        fn $name(bytes: &[u8], plan: &plan::Plan, budget: Duration) -> Result<[f64; SHAPES]> {
             let e = |e| anyhow!("{e:?}");
             let engine = $engine::engine().map_err(e)?;
             let start = Instant::now();
             let component = $engine::compile(&engine, bytes).map_err(e)?;
             let compile = start.elapsed().as_secs_f64();
+            let dir = tempfile::tempdir()?;
+            let artifact = dir.path().join("guest.cwasm");
+            std::fs::write(&artifact, component.serialize().map_err(e)?)?;
+            let load = per_op(budget, || {
+                // SAFETY: the file was written just above by this engine,
+                // and nothing else writes it.
+                unsafe { $crate_name::component::Component::deserialize_file(&engine, &artifact) }
+                    .map(drop)
+                    .map_err(e)
+            })?;
             let pre = $engine::instantiate_pre(&engine, &component, plan).map_err(e)?;
             let instantiate = per_op(budget, || {
                 let mut store = $engine::new_store(&engine);
                 pre.instantiate(&mut store).map(drop).map_err(e)
             })?;
-            Ok([compile, instantiate])
+            Ok([compile, load, instantiate])
         }
     };
 }
 
-engine_round!(ours_round, ours);
-engine_round!(upstream_round, upstream);
+/// What a round measures, in its order.
+const SHAPES: usize = 3;
+const SHAPE_NAMES: [&str; SHAPES] = ["compile", "deserialize_file", "instantiate"];
+
+engine_round!(ours_round, ours, wasmtime);
+engine_round!(upstream_round, upstream, upstream_wasmtime);
 
 /// Seconds per call of `op`, run for about `budget` (at least 3 times,
 /// after one call to warm up).
@@ -143,7 +160,7 @@ pub fn run(options: &crate::Options) -> Result<()> {
     }
     println!("| shape | ours | upstream 48 | ours/upstream (time) |");
     println!("|---|---|---|---|");
-    for (i, shape) in ["compile", "instantiate"].iter().enumerate() {
+    for (i, shape) in SHAPE_NAMES.iter().enumerate() {
         let o = median_f64(&ours.iter().map(|r| r[i]).collect::<Vec<_>>());
         let u = median_f64(&theirs.iter().map(|r| r[i]).collect::<Vec<_>>());
         let ratios: Vec<f64> = ours.iter().zip(&theirs).map(|(a, b)| a[i] / b[i]).collect();

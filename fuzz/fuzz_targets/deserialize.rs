@@ -6,6 +6,12 @@
 //! module, never panic or crash. An unedited artifact must load and have
 //! the original's exports; an artifact whose edits all fell in the machine
 //! code may load (the code is trusted by contract) but is never run.
+//!
+//! A quarter of the inputs take the module inside a component instead
+//! (the component binary holds it as its one core module), and damage the
+//! component artifact, which `Component::deserialize` must likewise refuse
+//! or load: the component's own envelope and module table, and the module
+//! artifact nested in it, are both in reach of the edits.
 
 #![no_main]
 
@@ -26,6 +32,11 @@ fuzz_target!(|data: &[u8]| {
         stats::exec_done();
         return;
     };
+    if u.ratio(1, 4u8).unwrap_or(false) {
+        damaged_component(&engine, &wasm, &mut u);
+        stats::exec_done();
+        return;
+    }
     let original = module.serialize().expect("a compiled module serializes");
     let mut artifact = original.clone();
     let _ = edit(&mut u, &mut artifact);
@@ -57,6 +68,49 @@ fuzz_target!(|data: &[u8]| {
     }
     stats::exec_done();
 });
+
+/// The component whose one core module is `wasm` (a component binary's
+/// header, then a core module section), compiled, serialized, damaged
+/// and loaded again.
+fn damaged_component(engine: &wasmtime::Engine, wasm: &[u8], u: &mut Unstructured<'_>) {
+    let mut binary = b"\0asm\x0d\0\x01\0".to_vec();
+    binary.push(1);
+    let mut len = wasm.len() as u32;
+    loop {
+        let byte = (len & 0x7f) as u8;
+        len >>= 7;
+        if len == 0 {
+            binary.push(byte);
+            break;
+        }
+        binary.push(byte | 0x80);
+    }
+    binary.extend_from_slice(wasm);
+    // A module the component model refuses (it may use features a
+    // component may not) is simply not a component input.
+    let Ok(component) = wasmtime::component::Component::new(engine, &binary) else {
+        stats::bump("component_refused_at_compile");
+        return;
+    };
+    let original = component
+        .serialize()
+        .expect("a compiled component serializes");
+    let mut artifact = original.clone();
+    let _ = edit(u, &mut artifact);
+    // SAFETY: as for modules: nothing loaded is ever run.
+    let loaded = unsafe { wasmtime::component::Component::deserialize(engine, &artifact) };
+    match loaded {
+        Ok(_) if artifact == original => stats::bump("component_unedited_loaded"),
+        Ok(_) => stats::bump("component_edited_loaded"),
+        Err(e) => {
+            assert!(
+                artifact != original,
+                "an unedited component artifact was refused: {e:#}"
+            );
+            stats::bump("component_refused");
+        }
+    }
+}
 
 /// Applies the edits the input asks for.
 fn edit(u: &mut Unstructured<'_>, artifact: &mut Vec<u8>) -> arbitrary::Result<()> {
