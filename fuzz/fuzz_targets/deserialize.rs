@@ -33,7 +33,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     if u.ratio(1, 4u8).unwrap_or(false) {
-        damaged_component(&engine, &wasm, &mut u);
+        damaged_component(component_engine(), &wasm, &mut u);
         stats::exec_done();
         return;
     }
@@ -68,6 +68,18 @@ fuzz_target!(|data: &[u8]| {
     }
     stats::exec_done();
 });
+
+/// The engine of `plain` with the component model on (the fuzzing
+/// configurations fix the WebAssembly features, the component model off),
+/// built once.
+fn component_engine() -> &'static wasmtime::Engine {
+    static ENGINE: std::sync::OnceLock<wasmtime::Engine> = std::sync::OnceLock::new();
+    ENGINE.get_or_init(|| {
+        let mut config = OursConfig::plain().engine_config();
+        config.wasm_component_model(true);
+        wasmtime::Engine::new(&config).expect("the plain configuration with components")
+    })
+}
 
 /// The component whose one core module is `wasm` (a component binary's
 /// header, then a core module section), compiled, serialized, damaged

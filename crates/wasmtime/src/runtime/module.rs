@@ -298,9 +298,11 @@ impl Module {
         let path = path.as_ref();
         let load = || -> Result<Module> {
             let file = std::fs::File::open(path)?;
-            let len = file.metadata()?.len();
-            // SAFETY: the caller's promises, forwarded.
-            unsafe { Module::deserialize_file_range(engine, &file, 0..len as usize) }
+            let len = usize::try_from(file.metadata()?.len())?;
+            // SAFETY: the range is the whole file, for which our caller
+            // vouches for the code and promises not to write or truncate it
+            // while the module lives: what the range loader needs.
+            unsafe { Module::deserialize_file_range(engine, &file, 0..len) }
         };
         load().with_context(|| format!("failed to load precompiled module {}", path.display()))
     }

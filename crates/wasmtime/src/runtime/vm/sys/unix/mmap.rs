@@ -70,7 +70,9 @@ impl Mmap {
     /// by others may show through pages this process has not written.
     pub unsafe fn map_file_private(file: &std::fs::File) -> Result<Mmap> {
         let len = file.metadata()?.len();
-        // SAFETY: the caller's promise, forwarded.
+        // SAFETY: the range is the whole file, and our caller promises that
+        // nothing writes or truncates it while the mapping lives, which is
+        // all the range mapping needs.
         unsafe { Mmap::map_file_range_private(file, 0..len) }
     }
 
