@@ -85,19 +85,12 @@ fn component_engine() -> &'static wasmtime::Engine {
 /// header, then a core module section), compiled, serialized, damaged
 /// and loaded again.
 fn damaged_component(engine: &wasmtime::Engine, wasm: &[u8], u: &mut Unstructured<'_>) {
-    let mut binary = b"\0asm\x0d\0\x01\0".to_vec();
-    binary.push(1);
-    let mut len = wasm.len() as u32;
-    loop {
-        let byte = (len & 0x7f) as u8;
-        len >>= 7;
-        if len == 0 {
-            binary.push(byte);
-            break;
-        }
-        binary.push(byte | 0x80);
-    }
-    binary.extend_from_slice(wasm);
+    let mut encoder = wasm_encoder::Component::new();
+    encoder.section(&wasm_encoder::RawSection {
+        id: wasm_encoder::ComponentSectionId::CoreModule as u8,
+        data: wasm,
+    });
+    let binary = encoder.finish();
     // A module the component model refuses (it may use features a
     // component may not) is simply not a component input.
     let Ok(component) = wasmtime::component::Component::new(engine, &binary) else {
