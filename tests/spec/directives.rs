@@ -41,13 +41,28 @@ fn compile(engine: &Engine, bytes: &[u8]) -> Result<Module> {
     module
 }
 
-/// Runs every directive of `text` with an engine built from `config`.
-pub fn run_file(name: &str, text: &str, config: &Config) -> FileResult {
+/// Runs every directive of `text` with an engine built from `config`,
+/// except those on the lines of `skipped` (`(first, last, reason)`, 1-based
+/// and inclusive), which are printed with their reason instead.
+pub fn run_file(
+    name: &str,
+    text: &str,
+    config: &Config,
+    skipped: &[(usize, usize, &str)],
+) -> FileResult {
     let mut runner = match Runner::new(config) {
         Ok(runner) => runner,
         Err(e) => return FileResult::Broken(format!("cannot set up the engine: {e:#}")),
     };
     run_directives(name, text, |directive| {
+        let line = directive.span().linecol_in(text).0 + 1;
+        if let Some((_, _, reason)) = skipped
+            .iter()
+            .find(|(first, last, _)| (*first..=*last).contains(&line))
+        {
+            println!("SKIP {name}:{line}: {reason}");
+            return Ok(());
+        }
         runner.run(directive).map_err(|e| format!("{e:#}"))
     })
 }
@@ -151,6 +166,15 @@ impl Runner {
                 let outcome = self.execute(exec)?;
                 expect_trap(outcome, message)?;
             }
+            WastDirective::AssertException { exec, .. } => match self.execute(exec)? {
+                Outcome::Values(_) => bail!("expected an exception, but it returned normally"),
+                Outcome::Failed(e) if e.is::<ThrownException>() => {
+                    if self.store.take_pending_exception().is_none() {
+                        bail!("a thrown exception left no pending exception in the store");
+                    }
+                }
+                Outcome::Failed(e) => bail!("expected an exception, got {}", describe_error(&e)),
+            },
             WastDirective::AssertExhaustion { call, message, .. } => {
                 let outcome = self.invoke(&call)?;
                 expect_trap(outcome, message)?;
@@ -325,6 +349,14 @@ const EQUIVALENT_MESSAGES: &[(&str, &str)] = &[
     ),
     // The reference interpreter names the element; runtimes do not.
     ("uninitialized element 2", "uninitialized element"),
+    (
+        "type mismatch: instruction requires [i32] but stack has []",
+        "type mismatch: expected i32 but nothing on stack",
+    ),
+    (
+        "type mismatch: instruction requires [i32] but stack has [i64]",
+        "type mismatch: expected i32, found i64",
+    ),
 ];
 
 /// Whether an actual error message says what the spec expects.

@@ -33,6 +33,28 @@ const SKIPPED: &[(&str, &str)] = &[];
 /// for these, because Wasm 2.0 files assert that a second memory is invalid.
 const NEEDS_MULTI_MEMORY: &[&str] = &["simd/simd_memory-multi.wast"];
 
+/// The folders of the Wasm 3.0 proposals that run with their proposal (and,
+/// for exceptions, tail calls, which `try_table.wast` uses) switched on.
+const EXCEPTIONS_DIR: &str = "exceptions/";
+const TAIL_CALL_DIR: &str = "tail-call/";
+
+/// Parts of files that need a proposal this engine lacks: file, first and
+/// last line, and why. Their directives are not run; each is printed.
+const NEEDS_LACKING_PROPOSAL: &[(&str, usize, usize, &str)] = &[
+    (
+        "exceptions/tag.wast",
+        28,
+        65,
+        "link-time typing of tags declared in rec groups needs the GC proposal",
+    ),
+    (
+        "exceptions/try_table.wast",
+        417,
+        495,
+        "payloads of typed function references need the function-references proposal",
+    ),
+];
+
 /// The configuration every file runs under: Wasm 2.0 (which includes SIMD,
 /// bulk memory, reference types and multi-value) with the later proposals
 /// that Wasmtime enables by default switched off. Some of them make modules
@@ -40,7 +62,10 @@ const NEEDS_MULTI_MEMORY: &[&str] = &["simd/simd_memory-multi.wast"];
 /// `binary-leb128.wast`'s over-long limits decode; with multi-memory,
 /// `memory.wast`'s second memory validates. Extended-const changes no 2.0
 /// outcome and stays allowed.
-fn spec_config(multi_memory: bool) -> Config {
+fn spec_config(name: &str) -> Config {
+    let multi_memory = NEEDS_MULTI_MEMORY.contains(&name);
+    let exceptions = name.starts_with(EXCEPTIONS_DIR);
+    let tail_call = exceptions || name.starts_with(TAIL_CALL_DIR);
     let mut config = Config::new();
     config
         .wasm_simd(true)
@@ -51,17 +76,18 @@ fn spec_config(multi_memory: bool) -> Config {
         .wasm_multi_memory(multi_memory)
         .wasm_gc(false)
         .wasm_function_references(false)
-        .wasm_tail_call(false)
+        .wasm_tail_call(tail_call)
         .wasm_relaxed_simd(false)
         .wasm_threads(false)
         .wasm_memory64(false)
-        .wasm_exceptions(false)
+        .wasm_exceptions(exceptions)
         .wasm_custom_page_sizes(false)
         .wasm_wide_arithmetic(false);
     config
 }
 
-/// The Wasm 2.0 files and the SIMD proposal's, sorted by name.
+/// The Wasm 2.0 files and those of the SIMD, exceptions and tail-call
+/// proposals, sorted by name.
 fn all_files() -> Vec<TestFile> {
     let v2 = spec(SpecVersion::V2).map(|f| TestFile {
         name: format!("wasm-v2/{}", f.name()),
@@ -71,7 +97,15 @@ fn all_files() -> Vec<TestFile> {
         name: format!("simd/{}", f.name()),
         text: f.raw().to_string(),
     });
-    let mut files: Vec<TestFile> = v2.chain(simd).collect();
+    let exceptions = proposal(Proposal::ExceptionHandling).map(|f| TestFile {
+        name: format!("{EXCEPTIONS_DIR}{}", f.name()),
+        text: f.raw().to_string(),
+    });
+    let tail_call = proposal(Proposal::TailCall).map(|f| TestFile {
+        name: format!("{TAIL_CALL_DIR}{}", f.name()),
+        text: f.raw().to_string(),
+    });
+    let mut files: Vec<TestFile> = v2.chain(simd).chain(exceptions).chain(tail_call).collect();
     files.sort_by(|a, b| a.name.cmp(&b.name));
     files
 }
@@ -90,8 +124,12 @@ pub fn run(via_artifact: bool) {
         broken_prefix: "cannot run the file: ",
     };
     let (passed, failing) = pool::run_all(to_run, options, |file| {
-        let multi_memory = NEEDS_MULTI_MEMORY.contains(&file.name.as_str());
-        directives::run_file(&file.name, &file.text, &spec_config(multi_memory))
+        let skipped: Vec<(usize, usize, &str)> = NEEDS_LACKING_PROPOSAL
+            .iter()
+            .filter(|(name, ..)| *name == file.name)
+            .map(|&(_, first, last, reason)| (first, last, reason))
+            .collect();
+        directives::run_file(&file.name, &file.text, &spec_config(&file.name), &skipped)
     });
     let label = if via_artifact {
         "spec via artifacts"

@@ -23,6 +23,7 @@ pub fn arg(store: &mut Store<()>, arg: &WastArg<'_>) -> Result<Val> {
         WastArgCore::RefNull(ty) => match abstract_heap_type(ty) {
             Some(AbstractHeapType::Func | AbstractHeapType::NoFunc) => Val::FuncRef(None),
             Some(AbstractHeapType::Extern | AbstractHeapType::NoExtern) => Val::ExternRef(None),
+            Some(AbstractHeapType::Exn | AbstractHeapType::NoExn) => Val::ExnRef(None),
             _ => bail!("unsupported null reference argument: {ty:?}"),
         },
         WastArgCore::RefExtern(n) => Val::ExternRef(Some(ExternRef::new(&mut *store, *n)?)),
@@ -86,6 +87,13 @@ fn matches(store: &Store<()>, actual: &Val, expected: &WastRetCore<'_>) -> Resul
                 && null_type_is(
                     ty.as_ref(),
                     &[AbstractHeapType::Extern, AbstractHeapType::NoExtern],
+                )
+        }
+        (WastRetCore::RefNull(ty), Val::ExnRef(r)) => {
+            r.is_none()
+                && null_type_is(
+                    ty.as_ref(),
+                    &[AbstractHeapType::Exn, AbstractHeapType::NoExn],
                 )
         }
         // The index in `(ref.func $f)` cannot be observed through the

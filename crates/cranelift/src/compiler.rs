@@ -10,17 +10,19 @@ use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::{self, ExternalName, LibCall, TrapCode, UserFuncName};
 use cranelift_codegen::isa::{CallConv, TargetIsa};
 use cranelift_codegen::print_errors::pretty_error;
-use cranelift_codegen::{Context, FinalizedRelocTarget};
+use cranelift_codegen::{
+    Context, ExceptionContextLoc, FinalizedMachExceptionHandler, FinalizedRelocTarget,
+};
 use cranelift_frontend::FunctionBuilderContext;
 use rayon::prelude::*;
 use target_lexicon::Architecture;
 use wasmparser::FuncValidatorAllocations;
 use wasmtime_mmu_environ::builtins::HostLibcall;
 use wasmtime_mmu_environ::{
-    AddressMapEntry, CompiledModuleArtifacts, DefinedFuncIndex, EntityRef, FunctionBodyData,
-    FunctionLoc, MemoryIndex, MemoryPlan, MmuInterruptionMode, ModuleInfo, ModuleTranslation,
-    PrimaryMap, Relocation, Trap, TrapSite, TrapSiteKind, Tunables, TypeIndex, VMOffsets,
-    WasmFuncType, WasmValType, mmu_poll,
+    AddressMapEntry, CATCH_ALL_TAG, CompiledModuleArtifacts, DefinedFuncIndex, EntityRef,
+    ExceptionHandler, ExceptionSite, FunctionBodyData, FunctionLoc, MemoryIndex, MemoryPlan,
+    MmuInterruptionMode, ModuleInfo, ModuleTranslation, PrimaryMap, Relocation, Trap, TrapSite,
+    TrapSiteKind, Tunables, TypeIndex, VMOffsets, WasmFuncType, WasmValType, mmu_poll,
 };
 
 /// Alignment of every function in the text.
@@ -152,6 +154,12 @@ pub(crate) struct CompiledFunc {
     pub traps: Vec<(u32, TrapSiteKind)>,
     /// `(code offset, wasm offset)` at each change of source location.
     pub srclocs: Vec<(u32, u32)>,
+    /// The calls with exception handlers and their handlers, offsets
+    /// relative to the function (`handlers_end` counts within the
+    /// function's own handlers).
+    pub exception_sites: Vec<ExceptionSite>,
+    /// Those sites' handlers, site after site.
+    pub exception_handlers: Vec<ExceptionHandler>,
     /// Disassembly, when asked for.
     pub disasm: Option<String>,
 }
@@ -238,6 +246,7 @@ pub(crate) fn codegen(
             srclocs.push((loc.start, loc.loc.bits()));
         }
     }
+    let (exception_sites, exception_handlers) = exception_sites(buffer)?;
     let alignment = FUNCTION_ALIGNMENT.max(isa.function_alignment().preferred);
     Ok(CompiledFunc {
         code: buffer.data().to_vec(),
@@ -245,8 +254,57 @@ pub(crate) fn codegen(
         relocs,
         traps,
         srclocs,
+        exception_sites,
+        exception_handlers,
         disasm: code.vcode.clone(),
     })
+}
+
+/// The calls of a compiled function that have exception handlers (see
+/// `exceptions.rs`), as the runtime's unwinder reads them.
+fn exception_sites(
+    buffer: &cranelift_codegen::MachBufferFinalized<cranelift_codegen::Final>,
+) -> Result<(Vec<ExceptionSite>, Vec<ExceptionHandler>)> {
+    let mut sites = Vec::new();
+    let mut handlers = Vec::new();
+    for site in buffer.call_sites() {
+        if site.exception_handlers.is_empty() {
+            continue;
+        }
+        let mut context = None;
+        for handler in site.exception_handlers {
+            match *handler {
+                FinalizedMachExceptionHandler::Context(ExceptionContextLoc::SPOffset(o)) => {
+                    context = Some(o)
+                }
+                FinalizedMachExceptionHandler::Context(ExceptionContextLoc::GPR(r)) => {
+                    bail!("Cranelift kept an exception context in register {r}, not in the frame")
+                }
+                FinalizedMachExceptionHandler::Tag(tag, target) => {
+                    handlers.push(ExceptionHandler {
+                        tag: tag.as_u32(),
+                        target_offset: target,
+                    })
+                }
+                FinalizedMachExceptionHandler::Default(target) => handlers.push(ExceptionHandler {
+                    tag: CATCH_ALL_TAG,
+                    target_offset: target,
+                }),
+            }
+        }
+        let context_offset =
+            context.context("a call with exception handlers has no context in its frame")?;
+        let frame_offset = site
+            .frame_offset
+            .context("a call with exception handlers has no known frame size")?;
+        sites.push(ExceptionSite {
+            return_offset: site.ret_addr,
+            frame_offset,
+            context_offset,
+            handlers_end: u32::try_from(handlers.len()).context("too many exception handlers")?,
+        });
+    }
+    Ok((sites, handlers))
 }
 
 fn compile_function(
@@ -439,6 +497,21 @@ fn link(
             .extend(f.traps.iter().map(|&(o, kind)| TrapSite {
                 code_offset: start + o,
                 kind,
+            }));
+        let handlers_base = artifacts.exceptions.handlers.len() as u32;
+        for site in &f.exception_sites {
+            artifacts.exceptions.sites.push(ExceptionSite {
+                return_offset: start + site.return_offset,
+                handlers_end: handlers_base + site.handlers_end,
+                ..*site
+            });
+        }
+        artifacts
+            .exceptions
+            .handlers
+            .extend(f.exception_handlers.iter().map(|h| ExceptionHandler {
+                tag: h.tag,
+                target_offset: start + h.target_offset,
             }));
         let is_trampoline = i >= num_funcs;
         if is_trampoline || f.srclocs.first().is_none_or(|&(o, _)| o != 0) {

@@ -10,6 +10,7 @@
 //! another.
 
 use crate::compiler::{host_call_failed_code, mmu_poll_code, value_type, wasm_signature};
+use crate::exceptions::Callee;
 use crate::translate::{EpochState, FuelState, FuncTranslator, MmuPollState, PollBase};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::immediates::{Ieee32, Ieee64, Offset32};
@@ -596,12 +597,8 @@ impl FuncTranslator<'_, '_> {
         args
     }
 
-    fn push_call_results(&mut self, call: ir::Inst) {
-        let results = self.b.inst_results(call).to_vec();
-        self.stack.extend(results);
-    }
-
-    pub(crate) fn translate_call(&mut self, callee: FuncIndex) {
+    /// `call` (or, with `tail`, `return_call`) of function `callee`.
+    pub(crate) fn translate_call(&mut self, callee: FuncIndex, tail: bool) {
         let ty = self.cx.module.functions[callee];
         let sig = self.sig_ref(ty);
         let call = if self.cx.module.defined_func_index(callee).is_some() {
@@ -626,7 +623,12 @@ impl FuncTranslator<'_, '_> {
                 }
             };
             let args = self.call_args(ty, self.vmctx);
-            self.b.ins().call(fref, &args)
+            if tail {
+                self.b.ins().return_call(fref, &args);
+                self.reachable = false;
+                return;
+            }
+            self.emit_call(Callee::Direct(fref), &args)
         } else {
             // An import's `VMFuncRef` is a copy of the exporter's, written
             // once at instantiation.
@@ -635,12 +637,18 @@ impl FuncTranslator<'_, '_> {
             let code = self.load_readonly(vmctx, base + VMFUNCREF_WASM_CALL_OFFSET);
             let callee_vmctx = self.load_readonly(vmctx, base + VMFUNCREF_VMCTX_OFFSET);
             let args = self.call_args(ty, callee_vmctx);
-            self.b.ins().call_indirect(sig, code, &args)
+            if tail {
+                self.b.ins().return_call_indirect(sig, code, &args);
+                self.reachable = false;
+                return;
+            }
+            self.emit_call(Callee::Indirect(sig, code), &args)
         };
-        self.push_call_results(call);
+        self.stack.extend(call);
     }
 
-    pub(crate) fn translate_call_indirect(&mut self, ty: TypeIndex, table: TableIndex) {
+    /// `call_indirect` (or, with `tail`, `return_call_indirect`).
+    pub(crate) fn translate_call_indirect(&mut self, ty: TypeIndex, table: TableIndex, tail: bool) {
         let index = self.pop1();
         let funcref = self.table_get(table, index);
 
@@ -677,8 +685,13 @@ impl FuncTranslator<'_, '_> {
             .load(I64, flags, funcref, VMFUNCREF_VMCTX_OFFSET as i32);
         let sig = self.sig_ref(ty);
         let args = self.call_args(ty, callee_vmctx);
-        let call = self.b.ins().call_indirect(sig, code, &args);
-        self.push_call_results(call);
+        if tail {
+            self.b.ins().return_call_indirect(sig, code, &args);
+            self.reachable = false;
+            return;
+        }
+        let results = self.emit_call(Callee::Indirect(sig, code), &args);
+        self.stack.extend(results);
     }
 
     /// Calls a builtin through `vmctx.builtin_functions` with the host's
@@ -853,7 +866,11 @@ impl FuncTranslator<'_, '_> {
             Operator::Unreachable
             | Operator::Return
             | Operator::Call { .. }
-            | Operator::CallIndirect { .. } => {
+            | Operator::CallIndirect { .. }
+            | Operator::ReturnCall { .. }
+            | Operator::ReturnCallIndirect { .. }
+            | Operator::Throw { .. }
+            | Operator::ThrowRef => {
                 self.fuel_flush_pending();
                 self.fuel_save();
             }
@@ -885,6 +902,12 @@ impl FuncTranslator<'_, '_> {
             let v = self.b.ins().iadd_imm_s(v, pending);
             self.b.def_var(var, v);
         }
+    }
+
+    /// At the start of a handler block: what follows a call that returned
+    /// (the callees may have consumed fuel), for calls that threw.
+    pub(crate) fn after_exceptional_return(&mut self) {
+        self.fuel_load();
     }
 
     fn fuel_load(&mut self) {

@@ -13,6 +13,7 @@
 
 mod bounds_checks;
 mod compiler;
+mod exceptions;
 mod func_environ;
 mod simd;
 mod trampolines;

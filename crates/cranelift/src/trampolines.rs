@@ -16,7 +16,7 @@ use wasmtime_mmu_environ::{
 };
 
 /// Size of one `ValRaw` slot.
-const VALRAW_SIZE: u32 = 16;
+pub(crate) const VALRAW_SIZE: u32 = 16;
 
 fn valraw_flags(func: &mut ir::Function) -> MemFlagsData {
     let region = region_in(func, RegionKind::ValRaw, 0);
@@ -25,7 +25,11 @@ fn valraw_flags(func: &mut ir::Function) -> MemFlagsData {
         .with_alias_region(Some(region))
 }
 
-fn load_values(b: &mut FunctionBuilder<'_>, types: &[WasmValType], values: Value) -> Vec<Value> {
+pub(crate) fn load_values(
+    b: &mut FunctionBuilder<'_>,
+    types: &[WasmValType],
+    values: Value,
+) -> Vec<Value> {
     let flags = valraw_flags(b.func);
     types
         .iter()
@@ -41,7 +45,7 @@ fn load_values(b: &mut FunctionBuilder<'_>, types: &[WasmValType], values: Value
         .collect()
 }
 
-fn store_values(b: &mut FunctionBuilder<'_>, vals: &[Value], values: Value) {
+pub(crate) fn store_values(b: &mut FunctionBuilder<'_>, vals: &[Value], values: Value) {
     let flags = valraw_flags(b.func);
     for (i, v) in vals.iter().enumerate() {
         b.ins()

@@ -56,11 +56,14 @@ pub(crate) enum ControlFrame {
         /// Whether the end of the consequent was reachable, once known.
         consequent_ends_reachable: Option<bool>,
     },
+    /// A `block`, or a `try_table` (with `handler_checkpoint`: how many
+    /// handlers were in scope outside it).
     Block {
         destination: Block,
         num_results: usize,
         original_stack_size: usize,
         exit_is_branched_to: bool,
+        handler_checkpoint: Option<usize>,
     },
     Loop {
         header: Block,
@@ -80,7 +83,7 @@ impl ControlFrame {
         }
     }
 
-    fn br_destination(&self) -> Block {
+    pub(crate) fn br_destination(&self) -> Block {
         match *self {
             ControlFrame::If { destination, .. } | ControlFrame::Block { destination, .. } => {
                 destination
@@ -136,7 +139,7 @@ impl ControlFrame {
         }
     }
 
-    fn set_branched_to_exit(&mut self) {
+    pub(crate) fn set_branched_to_exit(&mut self) {
         match self {
             ControlFrame::If {
                 exit_is_branched_to,
@@ -200,6 +203,10 @@ pub(crate) struct FuncTranslator<'a, 'f> {
     pub fuel: Option<FuelState>,
     pub epoch: Option<EpochState>,
     pub mmu: Option<MmuPollState>,
+    /// The handlers in scope, outermost `try_table` first; each
+    /// `try_table`'s clauses in reverse (see `exceptions.rs`). `None` is a
+    /// catch-all.
+    pub handlers: Vec<(Option<wasmtime_mmu_environ::TagIndex>, Block)>,
 }
 
 /// Translates the body of one defined function into `func`, validating it
@@ -243,6 +250,7 @@ pub(crate) fn translate_function(
         fuel: None,
         epoch: None,
         mmu: None,
+        handlers: Vec::new(),
     };
 
     // Wasm locals are variables 0.., parameters first.
@@ -274,6 +282,7 @@ pub(crate) fn translate_function(
         num_results: returns.len(),
         original_stack_size: 0,
         exit_is_branched_to: false,
+        handler_checkpoint: None,
     });
 
     t.function_entry(&reader);
@@ -418,7 +427,7 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
         self.b.ins().vconst(I8X16, handle)
     }
 
-    fn blocktype(&self, ty: BlockType) -> Result<(Vec<Type>, Vec<Type>)> {
+    pub(crate) fn blocktype(&self, ty: BlockType) -> Result<(Vec<Type>, Vec<Type>)> {
         Ok(match ty {
             BlockType::Empty => (vec![], vec![]),
             BlockType::Type(t) => (vec![], vec![value_type(WasmValType::from_wasmparser(t)?)]),
@@ -432,7 +441,7 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
         })
     }
 
-    fn block_with_params(&mut self, types: &[Type]) -> Block {
+    pub(crate) fn block_with_params(&mut self, types: &[Type]) -> Block {
         let block = self.b.create_block();
         for &ty in types {
             self.b.append_block_param(block, ty);
@@ -465,12 +474,14 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
                     consequent_ends_reachable: None,
                 });
             }
-            Operator::Loop { .. } | Operator::Block { .. } => {
+            Operator::Loop { .. } | Operator::Block { .. } | Operator::TryTable { .. } => {
+                // No call in it is reachable either: no handlers.
                 self.control.push(ControlFrame::Block {
                     destination: Block::reserved_value(),
                     num_results: 0,
                     original_stack_size: self.stack.len(),
                     exit_is_branched_to: false,
+                    handler_checkpoint: None,
                 });
             }
             Operator::Else => {
@@ -500,6 +511,13 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
             Operator::End => {
                 let frame = self.control.pop().expect("validated: unbalanced end");
                 self.stack.truncate(frame.original_stack_size());
+                if let ControlFrame::Block {
+                    handler_checkpoint: Some(checkpoint),
+                    ..
+                } = frame
+                {
+                    self.end_try_table(checkpoint);
+                }
                 let reachable_anyway = match frame {
                     ControlFrame::Loop { header, .. } => {
                         self.b.seal_block(header);
@@ -527,12 +545,11 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
             }
             // Block-like operators of proposals we do not translate would
             // desynchronize the control stack.
-            Operator::TryTable { .. }
-            | Operator::Try { .. }
+            Operator::Try { .. }
             | Operator::Catch { .. }
             | Operator::CatchAll
             | Operator::Delegate { .. } => bail!(
-                "unsupported operator `{}` (exception handling is not supported)",
+                "unsupported operator `{}` (legacy exception handling is not supported)",
                 operator_name(op)
             ),
             _ => {}
@@ -604,6 +621,7 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
                     num_results: results.len(),
                     original_stack_size: self.stack.len() - params.len(),
                     exit_is_branched_to: false,
+                    handler_checkpoint: None,
                 });
             }
             O::Loop { blockty } => {
@@ -693,6 +711,13 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
             }
             O::End => {
                 let frame = self.control.pop().expect("validated: unbalanced end");
+                if let ControlFrame::Block {
+                    handler_checkpoint: Some(checkpoint),
+                    ..
+                } = frame
+                {
+                    self.end_try_table(checkpoint);
+                }
                 let next = frame.following_code();
                 let n = frame.num_results();
                 self.jump_with_top(next, n);
@@ -735,14 +760,37 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
                 self.reachable = false;
             }
 
+            // ---- exceptions ----
+            O::TryTable { ref try_table } => self.translate_try_table(try_table)?,
+            O::Throw { tag_index } => {
+                self.translate_throw(wasmtime_mmu_environ::TagIndex::from_u32(tag_index));
+            }
+            O::ThrowRef => self.translate_throw_ref(),
+
             // ---- calls ----
-            O::Call { function_index } => self.translate_call(FuncIndex::from_u32(function_index)),
+            O::Call { function_index } => {
+                self.translate_call(FuncIndex::from_u32(function_index), false)
+            }
             O::CallIndirect {
                 type_index,
                 table_index,
             } => self.translate_call_indirect(
                 TypeIndex::from_u32(type_index),
                 TableIndex::from_u32(table_index),
+                false,
+            ),
+            // Tail calls leave this frame, so no handler of this function
+            // applies to them.
+            O::ReturnCall { function_index } => {
+                self.translate_call(FuncIndex::from_u32(function_index), true)
+            }
+            O::ReturnCallIndirect {
+                type_index,
+                table_index,
+            } => self.translate_call_indirect(
+                TypeIndex::from_u32(type_index),
+                TableIndex::from_u32(table_index),
+                true,
             ),
 
             // ---- memory ----

@@ -23,6 +23,12 @@
 //!   compiled code turns into a `HostCallFailed` trap.
 //! * `-> i64` for `new_epoch`: the new deadline, or `u64::MAX` when it
 //!   failed, which compiled code turns into a `HostCallFailed` trap.
+//! * `throw` and `throw_ref` do not return when they succeed: the runtime
+//!   resumes at the handler that catches the exception, or at the entry
+//!   into Wasm. Compiled code calls them with the `tail` convention (whose
+//!   integer argument registers are the C convention's), inside a
+//!   `try_table` as a `try_call`, so that a handler of the throwing
+//!   function itself can catch.
 
 /// What a `*_grow` builtin returns when the growth failed with an error that
 /// must trap (see the module docs): -2 as a signed value, never a valid old
@@ -72,6 +78,23 @@ macro_rules! foreach_builtin_function {
             /// runtime refuels (or yields) or fails with `OutOfFuel`;
             /// compiled code reloads the fuel counter.
             out_of_gas(vmctx: vmctx) -> bool;
+            /// `throw`: makes an exception of tag `tag` (an index in the
+            /// caller's tag space) whose payload is in the `ValRaw` slots at
+            /// `values`, and throws it. Returns only if that failed, with
+            /// an error left in the store (compiled code then traps with
+            /// `HostCallFailed`).
+            throw(vmctx: vmctx, tag: i32, values: pointer);
+            /// `throw_ref`: throws the caught exception `exn` again. Returns
+            /// only if that failed (a null `exn`), as `throw` does.
+            throw_ref(vmctx: vmctx, exn: pointer);
+            /// A `catch` of a tag: copies the payload of exception `exn`
+            /// into the `ValRaw` slots at `values`; with `release` (a
+            /// `catch` without `_ref`, so the exception cannot be used
+            /// again) the store may then reuse its slot.
+            exn_payload(vmctx: vmctx, exn: pointer, values: pointer, release: i32);
+            /// A `catch_all` (no payload, no reference): the store may reuse
+            /// exception `exn`'s slot.
+            exn_release(vmctx: vmctx, exn: pointer);
         }
     };
 }

@@ -105,6 +105,73 @@ pub struct CompiledModuleArtifacts {
     pub address_map: Vec<AddressMapEntry>,
     /// Addresses to patch at load time.
     pub relocations: Vec<Relocation>,
+    /// The calls made inside `try_table`s and where they catch.
+    pub exceptions: ExceptionTable,
+}
+
+/// The exception handlers of a compiled module's call sites (exceptions
+/// proposal), which the runtime's unwinder searches when Wasm throws.
+///
+/// Every call that Wasm makes inside a `try_table` (to a function, or to
+/// the `throw` builtins) is compiled as a Cranelift `try_call`, which
+/// clobbers every register, so a handler needs only the stack and frame
+/// pointers of its frame restored. A site is found by its return address;
+/// its handlers are tried in order, innermost `try_table` first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExceptionTable {
+    /// The call sites, sorted by return-address offset.
+    pub sites: Vec<ExceptionSite>,
+    /// Every site's handlers, site after site (see
+    /// [`ExceptionSite::handlers_end`]).
+    pub handlers: Vec<ExceptionHandler>,
+}
+
+/// One call site of an [`ExceptionTable`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExceptionSite {
+    /// Offset in the text of the call's return address.
+    pub return_offset: u32,
+    /// How far below the frame pointer the stack pointer is at the call
+    /// (what a handler's stack pointer must be set to).
+    pub frame_offset: u32,
+    /// Where, above that stack pointer, the frame keeps its instance's
+    /// `vmctx` during the call (for resolving the handlers' tags).
+    pub context_offset: u32,
+    /// The end of this site's handlers in [`ExceptionTable::handlers`];
+    /// they start at the previous site's end (0 for the first).
+    pub handlers_end: u32,
+}
+
+/// One handler of an [`ExceptionSite`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExceptionHandler {
+    /// The offset in the catching instance's `VMContext` of the slot that
+    /// holds the caught tag's identity ([`crate::VMOffsets::tag`]), or
+    /// [`CATCH_ALL_TAG`] for `catch_all` / `catch_all_ref`.
+    pub tag: u32,
+    /// Offset in the text where the handler's code starts.
+    pub target_offset: u32,
+}
+
+/// [`ExceptionHandler::tag`] of a handler that catches every exception.
+pub const CATCH_ALL_TAG: u32 = u32::MAX;
+
+impl ExceptionTable {
+    /// The handlers of site `index`.
+    pub fn handlers_of(&self, index: usize) -> &[ExceptionHandler] {
+        let start = match index {
+            0 => 0,
+            i => self.sites[i - 1].handlers_end as usize,
+        };
+        &self.handlers[start..self.sites[index].handlers_end as usize]
+    }
+
+    /// The site whose call returns to `return_offset`, if any.
+    pub fn site_at(&self, return_offset: u32) -> Option<usize> {
+        self.sites
+            .binary_search_by_key(&return_offset, |s| s.return_offset)
+            .ok()
+    }
 }
 
 /// One entry of the native-to-Wasm address map: the code from

@@ -74,6 +74,10 @@ impl ConstExpr {
                 O::RefNull { hty } => ConstOp::RefNull(match hty {
                     wasmparser::HeapType::FUNC => WasmRefType::FuncRef,
                     wasmparser::HeapType::EXTERN => WasmRefType::ExternRef,
+                    wasmparser::HeapType::Abstract {
+                        shared: false,
+                        ty: wasmparser::AbstractHeapType::Exn,
+                    } => WasmRefType::ExnRef,
                     other => bail!("unsupported heap type in constant expression: {other:?}"),
                 }),
                 O::RefFunc { function_index } => {
@@ -210,6 +214,9 @@ pub struct ModuleInfo {
     pub global_inits: PrimaryMap<DefinedGlobalIndex, ConstExpr>,
     /// Initial values of defined tables (`None`: null references).
     pub table_inits: PrimaryMap<DefinedTableIndex, Option<ConstExpr>>,
+    /// The payload type of every exception tag, imports first (a function
+    /// type whose params are the payload and whose results are empty).
+    pub tags: PrimaryMap<TagIndex, TypeIndex>,
     /// Number of imported functions.
     pub num_imported_funcs: u32,
     /// Number of imported tables.
@@ -218,6 +225,8 @@ pub struct ModuleInfo {
     pub num_imported_memories: u32,
     /// Number of imported globals.
     pub num_imported_globals: u32,
+    /// Number of imported tags.
+    pub num_imported_tags: u32,
     /// Imports, in order.
     pub imports: Vec<Import>,
     /// Exports, in order.
@@ -260,6 +269,7 @@ defined_index_conversions! {
     DefinedTableIndex TableIndex num_imported_tables table_index defined_table_index;
     DefinedMemoryIndex MemoryIndex num_imported_memories memory_index defined_memory_index;
     DefinedGlobalIndex GlobalIndex num_imported_globals global_index defined_global_index;
+    DefinedTagIndex TagIndex num_imported_tags tag_index defined_tag_index;
 }
 
 impl ModuleInfo {
@@ -305,6 +315,16 @@ impl ModuleInfo {
         self.globals.len() as u32 - self.num_imported_globals
     }
 
+    /// Number of tags the module defines.
+    pub fn num_defined_tags(&self) -> u32 {
+        self.tags.len() as u32 - self.num_imported_tags
+    }
+
+    /// The payload type of tag `index`.
+    pub fn tag_type(&self, index: TagIndex) -> &WasmFuncType {
+        &self.types[self.tags[index]]
+    }
+
     /// The type of function `index`.
     pub fn func_type(&self, index: FuncIndex) -> &WasmFuncType {
         &self.types[self.functions[index]]
@@ -327,6 +347,7 @@ impl ModuleInfo {
             EntityIndex::Table(t) => EntityType::Table(self.tables[t]),
             EntityIndex::Memory(m) => EntityType::Memory(self.memories[m]),
             EntityIndex::Global(g) => EntityType::Global(self.globals[g]),
+            EntityIndex::Tag(t) => EntityType::Tag(self.tags[t]),
         }
     }
 }
@@ -440,7 +461,11 @@ impl<'a> ModuleTranslation<'a> {
                                 EntityType::Global(ty),
                             )
                         }
-                        TypeRef::Tag(_) => bail!("tag imports (exceptions) are not supported"),
+                        TypeRef::Tag(tag) => {
+                            let ty = TypeIndex::from_u32(tag.func_type_idx);
+                            m.num_imported_tags += 1;
+                            (EntityIndex::Tag(m.tags.push(ty)), EntityType::Tag(ty))
+                        }
                     };
                     m.imports.push(Import {
                         module: import.module.to_string(),
@@ -471,7 +496,11 @@ impl<'a> ModuleTranslation<'a> {
                     m.memories.push(WasmMemoryType::from_wasmparser(&memory?)?);
                 }
             }
-            Payload::TagSection(_) => bail!("tags (exceptions) are not supported"),
+            Payload::TagSection(tags) => {
+                for tag in tags {
+                    m.tags.push(TypeIndex::from_u32(tag?.func_type_idx));
+                }
+            }
             Payload::GlobalSection(globals) => {
                 for global in globals {
                     let global = global?;
@@ -496,7 +525,7 @@ impl<'a> ModuleTranslation<'a> {
                         ExternalKind::Global => {
                             EntityIndex::Global(GlobalIndex::from_u32(export.index))
                         }
-                        ExternalKind::Tag => bail!("tag exports (exceptions) are not supported"),
+                        ExternalKind::Tag => EntityIndex::Tag(TagIndex::from_u32(export.index)),
                     };
                     m.exports.push((export.name.to_string(), index));
                 }

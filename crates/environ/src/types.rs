@@ -36,6 +36,10 @@ index_type! {
     ElemIndex;
     /// Index of a data segment.
     DataIndex;
+    /// Index in the tag index space (imports first; exceptions proposal).
+    TagIndex;
+    /// Index of a tag defined by the module.
+    DefinedTagIndex;
 }
 
 /// An engine-wide identifier of a function type, used by `call_indirect`
@@ -51,13 +55,16 @@ impl VMSharedTypeIndex {
     pub const RESERVED: VMSharedTypeIndex = VMSharedTypeIndex(u32::MAX);
 }
 
-/// A Wasm reference type. Wasm 2.0 has only the two nullable abstract ones.
+/// A Wasm reference type: the two nullable abstract ones of Wasm 2.0, and
+/// the exceptions proposal's `exnref`.
 #[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
 pub enum WasmRefType {
     /// `funcref`: a nullable pointer to a `VMFuncRef`.
     FuncRef,
     /// `externref`: a nullable store-local handle to a host value.
     ExternRef,
+    /// `exnref`: a nullable store-local handle to a caught exception.
+    ExnRef,
 }
 
 /// A Wasm value type.
@@ -109,8 +116,10 @@ impl WasmRefType {
             Ok(WasmRefType::FuncRef)
         } else if ty == wasmparser::RefType::EXTERNREF {
             Ok(WasmRefType::ExternRef)
+        } else if ty == wasmparser::RefType::EXNREF {
+            Ok(WasmRefType::ExnRef)
         } else {
-            bail!("reference type `{ty}` is not supported (only funcref and externref)")
+            bail!("reference type `{ty}` is not supported (only funcref, externref and exnref)")
         }
     }
 }
@@ -120,6 +129,7 @@ impl fmt::Display for WasmRefType {
         f.write_str(match self {
             WasmRefType::FuncRef => "funcref",
             WasmRefType::ExternRef => "externref",
+            WasmRefType::ExnRef => "exnref",
         })
     }
 }
@@ -289,9 +299,12 @@ pub enum EntityType {
     Memory(WasmMemoryType),
     /// A global.
     Global(WasmGlobalType),
+    /// An exception tag, by the module-local function type of its payload
+    /// (whose results are empty).
+    Tag(TypeIndex),
 }
 
-/// An item in one of the four index spaces.
+/// An item in one of the five index spaces.
 #[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
 pub enum EntityIndex {
     /// A function.
@@ -302,4 +315,6 @@ pub enum EntityIndex {
     Memory(MemoryIndex),
     /// A global.
     Global(GlobalIndex),
+    /// An exception tag.
+    Tag(TagIndex),
 }

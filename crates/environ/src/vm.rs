@@ -21,6 +21,8 @@
 //! | defined tables | [`VMTableDefinition`] | base and current length |
 //! | defined globals | [`VMGlobalDefinition`] | 16 bytes of value, 16-aligned |
 //! | function references | [`VMFuncRef`] | one per function, imports included |
+//! | tags | `*const VMTagDefinition` | one per tag, imports included: the tag's identity |
+//! | defined tags | [`VMTagDefinition`] | what the instance's own tags point to |
 //!
 //! Functions need no separate import area: for an imported function the
 //! runtime copies the callee's `VMFuncRef` into the importer's
@@ -28,8 +30,9 @@
 //! `wasm_call` and `vmctx` from `func_refs[i]`, and `ref.func i` is the
 //! address of `func_refs[i]`.
 
+use crate::VMSharedTypeIndex;
 use crate::{DefinedGlobalIndex, DefinedMemoryIndex, DefinedTableIndex, FuncIndex};
-use crate::{GlobalIndex, MemoryIndex, ModuleInfo, TableIndex, VMSharedTypeIndex};
+use crate::{DefinedTagIndex, GlobalIndex, MemoryIndex, ModuleInfo, TableIndex, TagIndex};
 use std::mem::{offset_of, size_of};
 use std::sync::atomic::AtomicU64;
 
@@ -215,6 +218,23 @@ pub struct VMGlobalImport {
     pub from: *mut VMGlobalDefinition,
 }
 
+/// An exception tag (exceptions proposal). Its *address* is the tag's
+/// identity: a `catch` matches an exception exactly when the exception's tag
+/// pointer equals the pointer in the catching instance's tag slot. Each
+/// instance keeps its own definitions in its `VMContext` (so two instances
+/// of one module define distinct tags) and, for an imported tag, a pointer
+/// to the exporter's; a tag the host creates lives in its store.
+#[derive(Debug)]
+#[repr(C)]
+pub struct VMTagDefinition {
+    /// The engine-wide id of the tag's payload type (a function type with
+    /// no results).
+    pub type_index: VMSharedTypeIndex,
+    /// Keeps the definition a full word, so that no two ever share an
+    /// address.
+    pub reserved: u32,
+}
+
 /// Per-store state that compiled code reads and writes. One per `Store`,
 /// at a stable address; every instance's `VMContext` points to it.
 #[derive(Debug)]
@@ -344,6 +364,8 @@ pub struct VMOffsets {
     num_defined_tables: u32,
     num_defined_globals: u32,
     num_funcs: u32,
+    num_tags: u32,
+    num_defined_tags: u32,
     imported_memories: u32,
     imported_tables: u32,
     imported_globals: u32,
@@ -351,6 +373,8 @@ pub struct VMOffsets {
     defined_tables: u32,
     defined_globals: u32,
     func_refs: u32,
+    tags: u32,
+    defined_tags: u32,
     size: u32,
 }
 
@@ -383,6 +407,12 @@ impl VMOffsets {
             16,
         );
         let func_refs = area(module.functions.len() as u32, size_of::<VMFuncRef>(), 8);
+        let tags = area(
+            module.tags.len() as u32,
+            size_of::<*const VMTagDefinition>(),
+            8,
+        );
+        let defined_tags = area(module.num_defined_tags(), size_of::<VMTagDefinition>(), 8);
         let size = area(0, 0, 16);
         VMOffsets {
             num_imported_memories: module.num_imported_memories,
@@ -392,6 +422,8 @@ impl VMOffsets {
             num_defined_tables: module.num_defined_tables(),
             num_defined_globals: module.num_defined_globals(),
             num_funcs: module.functions.len() as u32,
+            num_tags: module.tags.len() as u32,
+            num_defined_tags: module.num_defined_tags(),
             imported_memories,
             imported_tables,
             imported_globals,
@@ -399,6 +431,8 @@ impl VMOffsets {
             defined_tables,
             defined_globals,
             func_refs,
+            tags,
+            defined_tags,
             size,
         }
     }
@@ -456,5 +490,20 @@ impl VMOffsets {
     pub fn func_ref(&self, index: FuncIndex) -> u32 {
         assert!(index.as_u32() < self.num_funcs);
         self.func_refs + index.as_u32() * size_of::<VMFuncRef>() as u32
+    }
+
+    /// Offset of tag `index`'s slot (imported or defined): a pointer to its
+    /// [`VMTagDefinition`], the tag's identity.
+    #[inline]
+    pub fn tag(&self, index: TagIndex) -> u32 {
+        assert!(index.as_u32() < self.num_tags);
+        self.tags + index.as_u32() * size_of::<*const VMTagDefinition>() as u32
+    }
+
+    /// Offset of the [`VMTagDefinition`] of defined tag `index`.
+    #[inline]
+    pub fn defined_tag(&self, index: DefinedTagIndex) -> u32 {
+        assert!(index.as_u32() < self.num_defined_tags);
+        self.defined_tags + index.as_u32() * size_of::<VMTagDefinition>() as u32
     }
 }

@@ -29,8 +29,8 @@ use wasmtime_environ::Tunables;
 ///     .cranelift_opt_level(OptLevel::SpeedAndSize);
 /// let engine = Engine::new(&config)?;
 ///
-/// // Accepted by the setter, refused by the engine: no tail calls here.
-/// config.wasm_tail_call(true);
+/// // Accepted by the setter, refused by the engine: no GC here.
+/// config.wasm_gc(true);
 /// assert!(Engine::new(&config).is_err());
 /// # drop(engine);
 /// # Ok(())
@@ -56,6 +56,9 @@ pub struct Config {
     pub(crate) memory_init_cow: bool,
     pub(crate) reset_policy: ResetPolicy,
     pub(crate) target: Option<target_lexicon::Triple>,
+    /// Whether [`Config::wasm_exceptions`] was called: otherwise the
+    /// default follows the target (on for x86_64 only).
+    exceptions_chosen: bool,
 }
 
 /// The default [`ResetPolicy::ShootdownFree`] budget (see
@@ -67,7 +70,6 @@ pub(crate) const DEFAULT_WASM_BACKTRACE_MAX_FRAMES: NonZeroUsize = NonZeroUsize:
 /// Proposals that [`Engine::new`](crate::Engine::new) rejects when turned on,
 /// with the name of the `Config` method that turns them on.
 pub(crate) const UNSUPPORTED_FEATURES: &[(WasmFeatures, &str)] = &[
-    (WasmFeatures::TAIL_CALL, "wasm_tail_call"),
     (WasmFeatures::RELAXED_SIMD, "wasm_relaxed_simd"),
     (WasmFeatures::GC, "wasm_gc"),
     (
@@ -80,7 +82,6 @@ pub(crate) const UNSUPPORTED_FEATURES: &[(WasmFeatures, &str)] = &[
         "wasm_shared_everything_threads",
     ),
     (WasmFeatures::MEMORY64, "wasm_memory64"),
-    (WasmFeatures::EXCEPTIONS, "wasm_exceptions"),
     (WasmFeatures::LEGACY_EXCEPTIONS, "wasm_legacy_exceptions"),
     (WasmFeatures::CUSTOM_PAGE_SIZES, "wasm_custom_page_sizes"),
     (WasmFeatures::WIDE_ARITHMETIC, "wasm_wide_arithmetic"),
@@ -92,15 +93,19 @@ impl Config {
     ///
     /// In short: the defaults enable WebAssembly 2.0 (MVP, mutable globals,
     /// sign extension, saturating float-to-int conversions, multi-value,
-    /// bulk memory, reference types and SIMD) plus the multi-memory and
-    /// extended-const proposals, and use Cranelift with
-    /// [`OptLevel::Speed`].
+    /// bulk memory, reference types and SIMD) plus the multi-memory,
+    /// extended-const and tail-call proposals and, on x86_64, exception
+    /// handling, and use Cranelift with [`OptLevel::Speed`].
     pub fn new() -> Config {
+        let mut features = WasmFeatures::WASM2
+            | WasmFeatures::MULTI_MEMORY
+            | WasmFeatures::EXTENDED_CONST
+            | WasmFeatures::TAIL_CALL
+            | WasmFeatures::COMPONENT_MODEL;
+        features.set(WasmFeatures::EXCEPTIONS, cfg!(target_arch = "x86_64"));
         Config {
-            features: WasmFeatures::WASM2
-                | WasmFeatures::MULTI_MEMORY
-                | WasmFeatures::EXTENDED_CONST
-                | WasmFeatures::COMPONENT_MODEL,
+            features,
+            exceptions_chosen: false,
             tunables: Tunables::default(),
             max_wasm_stack: 512 * 1024,
             opt_level: OptLevel::Speed,
@@ -274,17 +279,23 @@ impl Config {
         self.feature(WasmFeatures::EXTENDED_CONST, enable)
     }
 
-    /// Asks for the tail-call proposal, which this runtime lacks.
+    /// Accepts (`true`) or refuses modules that use the tail-call proposal
+    /// (Wasm 3.0): `return_call` and `return_call_indirect`.
     ///
-    /// Not implemented by this runtime.
+    /// Compiled Wasm functions already use Cranelift's `tail` calling
+    /// convention, so a tail call is a Cranelift `return_call`: the
+    /// caller's frame is gone before the callee runs, whether the callee is
+    /// Wasm or a host function, and deep chains of tail calls run in
+    /// constant stack. A tail call leaves every `try_table` of the caller
+    /// behind, and backtraces no longer show the caller.
     ///
     /// ## Default
     ///
-    /// Disabled.
+    /// Enabled (as upstream).
     ///
     /// # Errors
     ///
-    /// [`Engine::new`](crate::Engine::new) fails if this is enabled.
+    /// None.
     ///
     /// # Panics
     ///
@@ -372,22 +383,43 @@ impl Config {
         self.feature(WasmFeatures::MEMORY64, enable)
     }
 
-    /// Asks for the exception-handling proposal, which this runtime lacks.
+    /// Accepts (`true`) or refuses modules that use the exception-handling
+    /// proposal (Wasm 3.0): tags, `throw`, `throw_ref`, `try_table` and
+    /// `exnref`.
     ///
-    /// Not implemented by this runtime.
+    /// A call inside a `try_table` is compiled as a Cranelift `try_call`, so
+    /// code outside `try_table`s costs nothing more; a throw walks the
+    /// frame-pointer chain to the innermost matching handler and resumes
+    /// there (docs/architecture.md, "Exceptions"). An exception that no
+    /// WebAssembly handler catches ends the call with a
+    /// [`ThrownException`](crate::ThrownException) error and waits in the
+    /// store ([`Store::take_pending_exception`](crate::Store::take_pending_exception));
+    /// a host function throws by returning the error of
+    /// [`Store::throw`](crate::Store::throw). The legacy proposal (`try`,
+    /// `catch`, `delegate`, `rethrow`) is a separate setting and not
+    /// supported.
+    ///
+    /// This runtime has no garbage collector: an exception that the host
+    /// saw or that WebAssembly threw again with `throw_ref` stays in its
+    /// store until the store is dropped; one caught by a clause without
+    /// `_ref` is freed at once.
     ///
     /// ## Default
     ///
-    /// Disabled.
+    /// Enabled when compiling for x86_64 (as upstream enables it), disabled
+    /// for other targets unless this is called.
     ///
     /// # Errors
     ///
-    /// [`Engine::new`](crate::Engine::new) fails if this is enabled.
+    /// [`Engine::new`](crate::Engine::new) fails if this is enabled for a
+    /// target other than x86_64 (the throw path's exit-frame shims exist
+    /// only there).
     ///
     /// # Panics
     ///
     /// Never panics.
     pub fn wasm_exceptions(&mut self, enable: bool) -> &mut Self {
+        self.exceptions_chosen = true;
         self.feature(WasmFeatures::EXCEPTIONS, enable)
     }
 
@@ -530,6 +562,11 @@ impl Config {
         let triple: target_lexicon::Triple = target
             .parse()
             .map_err(|e| anyhow::anyhow!("`{target}` is not a target triple: {e}"))?;
+        if !self.exceptions_chosen {
+            // The default follows the target (see `wasm_exceptions`).
+            let x86_64 = triple.architecture == target_lexicon::Architecture::X86_64;
+            self.features.set(WasmFeatures::EXCEPTIONS, x86_64);
+        }
         self.target = Some(triple);
         Ok(self)
     }
@@ -1476,6 +1513,17 @@ impl Config {
         }
         if !self.signals_based_traps {
             anyhow::bail!("disabling signals-based traps is not supported by this runtime");
+        }
+        if self.features.contains(WasmFeatures::EXCEPTIONS) {
+            let arch = match &self.target {
+                Some(triple) => triple.architecture,
+                None => target_lexicon::HOST.architecture,
+            };
+            if arch != target_lexicon::Architecture::X86_64 {
+                anyhow::bail!(
+                    "`Config::wasm_exceptions` is supported only on x86_64 targets (this one is {arch})"
+                );
+            }
         }
         for (flag, method) in UNSUPPORTED_FEATURES {
             if self.features.contains(*flag) {

@@ -3,6 +3,7 @@
 pub(crate) mod artifact;
 pub(crate) mod cache;
 pub mod component;
+pub(crate) mod exception;
 pub(crate) mod externals;
 pub(crate) mod fiber;
 pub(crate) mod func;
@@ -21,6 +22,7 @@ pub(crate) mod values;
 pub(crate) mod vm;
 
 pub use cache::{Cache, CacheConfig};
+pub use exception::{ExnRefPre, ExnType, Tag, ThrownException};
 pub use externals::*;
 pub use func::*;
 pub use global::*;

@@ -78,7 +78,7 @@ type Enable = fn(&mut Config) -> &mut Config;
 #[test]
 fn unsupported_proposals_are_refused_by_engine_new() {
     let refusals: [(&str, Enable); 4] = [
-        ("tail", |c| c.wasm_tail_call(true)),
+        ("relaxed", |c| c.wasm_relaxed_simd(true)),
         ("threads", |c| c.wasm_threads(true)),
         ("memory64", |c| c.wasm_memory64(true)),
         ("gc", |c| c.wasm_gc(true)),

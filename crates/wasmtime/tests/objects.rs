@@ -302,12 +302,10 @@ fn fuel() -> Result<()> {
 #[test]
 fn unsupported_config_is_rejected() {
     for f in [
-        Config::wasm_tail_call as fn(&mut Config, bool) -> &mut Config,
-        Config::wasm_gc,
+        Config::wasm_gc as fn(&mut Config, bool) -> &mut Config,
         Config::wasm_threads,
         Config::wasm_memory64,
         Config::wasm_relaxed_simd,
-        Config::wasm_exceptions,
         Config::wasm_function_references,
         Config::wasm_custom_page_sizes,
         Config::wasm_wide_arithmetic,

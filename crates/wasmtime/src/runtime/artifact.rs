@@ -13,7 +13,8 @@
 //!          (but the checksum field), text offset
 //! body     build id | target | engine settings | module skeleton |
 //!          function table | entry trampolines | trap sites |
-//!          address map | libcall relocations | text length
+//!          address map | libcall relocations | exception sites |
+//!          exception handlers | text length
 //! padding  zeros up to the text offset
 //! text     the machine code, libcall slots zeroed
 //! ```
@@ -60,8 +61,8 @@ use std::ops::Range;
 use wasmtime_environ::builtins::HostLibcall;
 use wasmtime_environ::wasmparser::{Parser, Payload};
 use wasmtime_environ::{
-    AddressMapEntry, DefinedFuncIndex, FunctionLoc, PrimaryMap, Relocation, TrapSite, TrapSiteKind,
-    TypeIndex,
+    AddressMapEntry, DefinedFuncIndex, ExceptionHandler, ExceptionSite, ExceptionTable,
+    FunctionLoc, PrimaryMap, Relocation, TrapSite, TrapSiteKind, TypeIndex,
 };
 
 /// The first eight bytes of every module artifact.
@@ -112,7 +113,7 @@ impl ArtifactKind {
 }
 
 /// The version of the layout below; a change of layout takes a new one.
-const FORMAT_VERSION: u32 = 2;
+const FORMAT_VERSION: u32 = 3;
 
 /// Magic, version, a reserved word, file length, checksum, text offset.
 const HEADER_LEN: usize = 8 + 4 + 4 + 8 + 4 + 4 + 8;
@@ -183,6 +184,8 @@ pub(crate) struct CodeTables {
     pub address_map: Vec<AddressMapEntry>,
     /// Libcall slots to patch at load.
     pub relocations: Vec<Relocation>,
+    /// The exception handlers of the calls inside `try_table`s.
+    pub exceptions: ExceptionTable,
 }
 
 /// A checked artifact, borrowing from its bytes.
@@ -236,6 +239,18 @@ pub(crate) fn write(
     for reloc in &tables.relocations {
         w.u32(reloc.offset);
         w.0.push(reloc.target.to_u8());
+    }
+    w.u32(tables.exceptions.sites.len() as u32);
+    for site in &tables.exceptions.sites {
+        w.u32(site.return_offset);
+        w.u32(site.frame_offset);
+        w.u32(site.context_offset);
+        w.u32(site.handlers_end);
+    }
+    w.u32(tables.exceptions.handlers.len() as u32);
+    for handler in &tables.exceptions.handlers {
+        w.u32(handler.tag);
+        w.u32(handler.target_offset);
     }
     w.u64(text.len() as u64);
     let text_offset = w.0.len().next_multiple_of(fingerprint.text_alignment);
@@ -382,6 +397,24 @@ pub(crate) fn parse<'a>(bytes: &'a [u8], engine: &Fingerprint) -> Result<Parsed<
             target,
         });
     }
+    tables.exceptions.sites = r
+        .records(16)?
+        .chunks_exact(16)
+        .map(|e| ExceptionSite {
+            return_offset: le32(&e[0..4]),
+            frame_offset: le32(&e[4..8]),
+            context_offset: le32(&e[8..12]),
+            handlers_end: le32(&e[12..16]),
+        })
+        .collect();
+    tables.exceptions.handlers = r
+        .records(8)?
+        .chunks_exact(8)
+        .map(|e| ExceptionHandler {
+            tag: le32(&e[0..4]),
+            target_offset: le32(&e[4..8]),
+        })
+        .collect();
     let text_len = r.u64()?;
     ensure!(
         text_offset >= r.pos as u64

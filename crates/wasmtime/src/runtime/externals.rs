@@ -1,7 +1,7 @@
 //! [`Extern`]: any importable or exportable item, and [`Export`].
 
 use crate::runtime::store::StoreOpaque;
-use crate::{AsContext, ExternType, Func, Global, Memory, MemoryType, SharedMemory, Table};
+use crate::{AsContext, ExternType, Func, Global, Memory, SharedMemory, Table, Tag};
 
 /// Anything a module can import or export: one of the store handles below.
 ///
@@ -23,15 +23,8 @@ pub enum Extern {
     Memory(Memory),
     /// A WebAssembly shared memory (never produced by this runtime).
     SharedMemory(SharedMemory),
-    /// An exception tag (never produced by this runtime).
+    /// An exception tag.
     Tag(Tag),
-}
-
-/// An exception tag (exceptions proposal). This runtime never creates one;
-/// the type exists for API compatibility.
-#[derive(Copy, Clone, Debug)]
-pub struct Tag {
-    _private: (),
 }
 
 impl Extern {
@@ -77,8 +70,7 @@ impl Extern {
         }
     }
 
-    /// The tag, or `None` for any other kind of extern (always `None` for
-    /// externs from this runtime).
+    /// The tag, or `None` for any other kind of extern.
     pub fn into_tag(self) -> Option<Tag> {
         match self {
             Extern::Tag(tag) => Some(tag),
@@ -99,7 +91,7 @@ impl Extern {
             Extern::Table(t) => ExternType::Table(t.ty(&store)),
             Extern::Memory(m) => ExternType::Memory(m.ty(&store)),
             Extern::SharedMemory(m) => ExternType::Memory(m.ty()),
-            Extern::Tag(_) => ExternType::Memory(MemoryType::new(0, Some(0))),
+            Extern::Tag(t) => ExternType::Tag(t.ty(&store)),
         }
     }
 
@@ -109,7 +101,8 @@ impl Extern {
             Extern::Global(g) => g.comes_from_same_store(store),
             Extern::Table(t) => t.comes_from_same_store(store),
             Extern::Memory(m) => m.comes_from_same_store(store),
-            Extern::SharedMemory(_) | Extern::Tag(_) => false,
+            Extern::Tag(t) => t.comes_from_same_store(store),
+            Extern::SharedMemory(_) => false,
         }
     }
 
@@ -223,7 +216,7 @@ impl<'instance> Export<'instance> {
         self.definition.into_global()
     }
 
-    /// The exported tag; always `None` in this runtime.
+    /// The exported tag; `None` if the item is not a tag.
     pub fn into_tag(self) -> Option<Tag> {
         self.definition.into_tag()
     }

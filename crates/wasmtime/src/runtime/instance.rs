@@ -362,6 +362,16 @@ impl Instance {
     pub fn get_global(&self, store: impl AsContextMut, name: &str) -> Option<Global> {
         self.get_export(store, name)?.into_global()
     }
+
+    /// The exported tag `name`, or `None` if there is none or the export is
+    /// not a tag.
+    ///
+    /// # Panics
+    ///
+    /// Panics if this instance belongs to a different store.
+    pub fn get_tag(&self, store: impl AsContextMut, name: &str) -> Option<crate::Tag> {
+        self.get_export(store, name)?.into_tag()
+    }
 }
 
 /// The [`Extern`] for export `index` of instance `instance`.
@@ -394,6 +404,10 @@ fn export_extern(store: &mut StoreOpaque, instance: u32, index: EntityIndex) -> 
             store: id,
             index: inst.globals[g.index()] as u32,
         }),
+        EntityIndex::Tag(t) => {
+            let definition = inst.tag(t);
+            Extern::Tag(crate::Tag::from_definition(store, definition))
+        }
     }
 }
 
@@ -496,7 +510,27 @@ pub(crate) fn typecheck_import(
                 "memory",
             )?;
         }
+        (EntityType::Tag(ty), Extern::Tag(tag)) => {
+            let expected = module.type_id(*ty);
+            // SAFETY: a tag of this store (checked by the caller) points at
+            // a definition the store keeps alive.
+            let actual = unsafe { (*tag.definition()).type_index };
+            if actual != expected {
+                let sigs = store.engine().signatures();
+                let show = |t| {
+                    sigs.get(t)
+                        .map(|t| t.to_string())
+                        .unwrap_or_else(|| "<unknown>".to_string())
+                };
+                bail!(
+                    "types incompatible: expected tag of type `{}`, found tag of type `{}`",
+                    show(expected),
+                    show(actual)
+                );
+            }
+        }
         (EntityType::Function(_), _) => bail!("expected func, but found {desc}"),
+        (EntityType::Tag(_), _) => bail!("expected tag, but found {desc}"),
         (EntityType::Global(_), _) => bail!("expected global, but found {desc}"),
         (EntityType::Table(_), _) => bail!("expected table, but found {desc}"),
         (EntityType::Memory(_), _) => bail!("expected memory, but found {desc}"),
@@ -595,6 +629,11 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
                 unsafe { instance.imported_global(g).write(VMGlobalImport { from }) };
                 instance.globals.push(global.index as usize);
             }
+            (EntityIndex::Tag(t), Extern::Tag(tag)) => {
+                // SAFETY: the slot is inside the new `VMContext`; the
+                // exporter's definition lives as long as the store.
+                unsafe { instance.tag_slot(t).write(tag.definition()) };
+            }
             _ => bail!("import kind mismatch"),
         }
     }
@@ -612,6 +651,26 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
                 vmctx: instance.vmctx(),
                 type_index: module.type_id(info.functions[index]),
             });
+        }
+    }
+
+    // Defined tags: a definition each, which the tag's slot points at.
+    for (defined, ty) in info
+        .tags
+        .values()
+        .skip(info.num_imported_tags as usize)
+        .enumerate()
+    {
+        let defined = wasmtime_environ::DefinedTagIndex::new(defined);
+        let def = instance.tag_definition(defined);
+        // SAFETY: both the definition and the slot are inside the new
+        // `VMContext`.
+        unsafe {
+            def.write(wasmtime_environ::vm::VMTagDefinition {
+                type_index: module.type_id(*ty),
+                reserved: 0,
+            });
+            instance.tag_slot(info.tag_index(defined)).write(def);
         }
     }
 

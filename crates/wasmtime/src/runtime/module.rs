@@ -11,8 +11,9 @@ use std::path::Path;
 use std::sync::Arc;
 use wasmtime_environ::vm::VMEntryTrampoline;
 use wasmtime_environ::{
-    AddressMapEntry, DefinedFuncIndex, EntityIndex, EntityRef, FunctionLoc, ModuleInfo,
-    ModuleTranslation, PrimaryMap, Relocation, TypeIndex, VMOffsets, VMSharedTypeIndex,
+    AddressMapEntry, CATCH_ALL_TAG, DefinedFuncIndex, EntityIndex, EntityRef, ExceptionTable,
+    FunctionLoc, ModuleInfo, ModuleTranslation, PrimaryMap, Relocation, TypeIndex, VMOffsets,
+    VMSharedTypeIndex,
 };
 
 /// WebAssembly code after validation and compilation to machine code: the
@@ -56,6 +57,57 @@ pub(crate) struct ModuleInner {
 
 /// Compiling entry points refuse precompiled artifacts by name instead of
 /// failing to parse them as WebAssembly.
+/// Checks the exception table of a module's code (from the compiler, or
+/// from an artifact) before the unwinder may trust it: sites sorted by
+/// return address, handler ranges that tile the handler list, offsets in
+/// the text, and every tag a slot of the module's tag area.
+fn check_exception_table(
+    table: ExceptionTable,
+    info: &ModuleInfo,
+    offsets: &VMOffsets,
+    text_len: u64,
+) -> Result<ExceptionTable> {
+    let bad = |what: &str| anyhow::anyhow!("the module's exception table {what}");
+    let mut previous_end = 0;
+    for (i, site) in table.sites.iter().enumerate() {
+        if i > 0 && site.return_offset <= table.sites[i - 1].return_offset {
+            return Err(bad("is not sorted by call site"));
+        }
+        if u64::from(site.return_offset) > text_len {
+            return Err(bad("names a call outside the code"));
+        }
+        if site.handlers_end < previous_end || site.handlers_end as usize > table.handlers.len() {
+            return Err(bad("has a malformed handler range"));
+        }
+        if !site.context_offset.is_multiple_of(8) || !site.frame_offset.is_multiple_of(8) {
+            return Err(bad("has a misaligned frame slot"));
+        }
+        previous_end = site.handlers_end;
+    }
+    if previous_end as usize != table.handlers.len() {
+        return Err(bad("has handlers of no call site"));
+    }
+    let tag_slot = |tag: u32| match info.tags.keys().next() {
+        Some(first) => {
+            let first = offsets.tag(first);
+            let slot = std::mem::size_of::<usize>() as u32;
+            tag >= first
+                && (tag - first).is_multiple_of(slot)
+                && (tag - first) / slot < info.tags.len() as u32
+        }
+        None => false,
+    };
+    for handler in &table.handlers {
+        if u64::from(handler.target_offset) >= text_len {
+            return Err(bad("has a handler outside the code"));
+        }
+        if handler.tag != CATCH_ALL_TAG && !tag_slot(handler.tag) {
+            return Err(bad("catches a tag the module does not have"));
+        }
+    }
+    Ok(table)
+}
+
 pub(crate) fn refuse_artifact(bytes: &[u8]) -> Result<()> {
     if let Some(kind) = artifact::kind_of(bytes) {
         bail!(
@@ -198,6 +250,7 @@ impl Module {
             entry_trampolines: artifacts.entry_trampolines,
             address_map: artifacts.address_map,
             relocations: artifacts.relocations,
+            exceptions: artifacts.exceptions,
         };
         Module::assemble(engine, info, skeleton.into(), tables, code)
     }
@@ -229,6 +282,7 @@ impl Module {
             entry_trampolines: inner.entry_trampoline_locs.clone(),
             address_map: inner.address_map.clone(),
             relocations: inner.relocations.to_vec(),
+            exceptions: inner.code.exceptions().clone(),
         };
         Ok(artifact::write(
             inner.engine.fingerprint(),
@@ -384,6 +438,14 @@ impl Module {
         {
             bail!("the module's address map points outside its code");
         }
+        let offsets = VMOffsets::new(&info);
+        let mut code = code;
+        code.set_exceptions(check_exception_table(
+            tables.exceptions,
+            &info,
+            &offsets,
+            text_len,
+        )?);
         let code = Arc::new(code);
         let type_ids: Box<[VMSharedTypeIndex]> = info
             .types
@@ -418,7 +480,6 @@ impl Module {
             .iter()
             .map(|(name, index)| (name.clone(), *index))
             .collect();
-        let offsets = VMOffsets::new(&info);
         Ok(Module {
             inner: Arc::new(ModuleInner {
                 engine: engine.clone(),

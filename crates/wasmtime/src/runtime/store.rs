@@ -368,9 +368,18 @@ pub struct StoreOpaque {
     pub(crate) tables: Vec<Box<vm::Table>>,
     pub(crate) globals: Vec<GlobalData>,
     pub(crate) externrefs: Vec<Box<dyn Any + Send + Sync>>,
+    /// Exceptions thrown in this store (exceptions proposal).
+    pub(crate) exceptions: vm::throw::ExceptionSlots,
+    /// The exception of a [`crate::ThrownException`] error on its way
+    /// through host code, by handle.
+    pub(crate) pending_exception: Option<u32>,
+    /// Tags the host made with [`crate::Tag::new`] (boxed: their addresses
+    /// are their identities).
+    #[allow(clippy::vec_box, reason = "a tag's address is its identity")]
+    pub(crate) host_tags: Vec<Box<wasmtime_environ::vm::VMTagDefinition>>,
     /// Component instances: the state their trampolines and exports share.
     pub(crate) component_instances: Vec<Arc<crate::component::InstanceData>>,
-    pending: Option<PendingError>,
+    pub(crate) pending: Option<PendingError>,
     epoch_behavior: EpochBehavior,
     async_state: AsyncState,
     /// Fuel not yet handed to compiled code (see
@@ -967,6 +976,9 @@ impl StoreOpaque {
             tables: Vec::new(),
             globals: Vec::new(),
             externrefs: Vec::new(),
+            exceptions: Default::default(),
+            pending_exception: None,
+            host_tags: Vec::new(),
             component_instances: Vec::new(),
             pending: None,
             epoch_behavior: EpochBehavior::Trap,

@@ -347,6 +347,7 @@ impl RefType {
         match r {
             WasmRefType::FuncRef => RefType::FUNCREF,
             WasmRefType::ExternRef => RefType::EXTERNREF,
+            WasmRefType::ExnRef => RefType::EXNREF,
         }
     }
 
@@ -354,7 +355,10 @@ impl RefType {
         match (self.is_nullable, &self.heap_type) {
             (true, HeapType::Func) => Ok(WasmRefType::FuncRef),
             (true, HeapType::Extern) => Ok(WasmRefType::ExternRef),
-            _ => bail!("reference type `{self}` is not supported (only funcref and externref)"),
+            (true, HeapType::Exn) => Ok(WasmRefType::ExnRef),
+            _ => bail!(
+                "reference type `{self}` is not supported (only funcref, externref and exnref)"
+            ),
         }
     }
 }
@@ -898,6 +902,8 @@ pub enum ExternType {
     Table(TableType),
     /// A memory's type.
     Memory(MemoryType),
+    /// An exception tag's type.
+    Tag(TagType),
 }
 
 macro_rules! extern_type_accessors {
@@ -929,6 +935,7 @@ impl ExternType {
         (Global(GlobalType) global unwrap_global)
         (Table(TableType) table unwrap_table)
         (Memory(MemoryType) memory unwrap_memory)
+        (Tag(TagType) tag unwrap_tag)
     }
 
     pub(crate) fn from_entity(engine: &Engine, module: &ModuleInfo, ty: &EntityType) -> ExternType {
@@ -939,7 +946,39 @@ impl ExternType {
             EntityType::Global(g) => ExternType::Global(GlobalType::from_wasm(g)),
             EntityType::Table(t) => ExternType::Table(TableType::from_wasm(t)),
             EntityType::Memory(m) => ExternType::Memory(MemoryType::from_wasm(m)),
+            EntityType::Tag(t) => {
+                ExternType::Tag(TagType::new(FuncType::from_wasm(engine, &module.types[*t])))
+            }
         }
+    }
+}
+
+impl From<TagType> for ExternType {
+    fn from(ty: TagType) -> ExternType {
+        ExternType::Tag(ty)
+    }
+}
+
+/// The type of an exception tag (exceptions proposal): the function type
+/// whose parameters are the payload an exception of the tag carries (its
+/// results are empty).
+#[derive(Debug, Clone)]
+pub struct TagType {
+    ty: FuncType,
+}
+
+impl TagType {
+    /// The tag type whose payload is `ty`'s parameters.
+    ///
+    /// A `ty` with results describes no tag that WebAssembly can declare;
+    /// [`Tag::new`](crate::Tag::new) refuses it.
+    pub fn new(ty: FuncType) -> TagType {
+        TagType { ty }
+    }
+
+    /// The payload's function type.
+    pub fn ty(&self) -> &FuncType {
+        &self.ty
     }
 }
 

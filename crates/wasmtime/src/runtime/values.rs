@@ -145,6 +145,7 @@ impl Val {
             WasmValType::V128 => Val::V128(V128(0)),
             WasmValType::Ref(WasmRefType::FuncRef) => Val::FuncRef(None),
             WasmValType::Ref(WasmRefType::ExternRef) => Val::ExternRef(None),
+            WasmValType::Ref(WasmRefType::ExnRef) => Val::ExnRef(None),
         }
     }
 
@@ -181,7 +182,8 @@ impl Val {
             Val::ExternRef(None) => ValType::NULLEXTERNREF,
             Val::ExternRef(Some(_)) => ValType::Ref(RefType::new(false, HeapType::Extern)),
             Val::AnyRef(_) => ValType::NULLREF,
-            Val::ExnRef(_) => ValType::NULLEXNREF,
+            Val::ExnRef(None) => ValType::NULLEXNREF,
+            Val::ExnRef(Some(_)) => ValType::Ref(RefType::new(false, HeapType::Exn)),
             Val::ContRef(_) => ValType::Ref(RefType::new(true, HeapType::NoCont)),
         }
     }
@@ -206,6 +208,7 @@ impl Val {
         match self {
             Val::FuncRef(Some(f)) => f.comes_from_same_store(store),
             Val::ExternRef(Some(r)) => r.comes_from_same_store(store),
+            Val::ExnRef(Some(e)) => e.comes_from_same_store(store),
             _ => true,
         }
     }
@@ -233,7 +236,11 @@ impl Val {
                 Some(r) => r.raw_handle(opaque)? as usize,
                 None => 0,
             }),
-            Val::AnyRef(_) | Val::ExnRef(_) | Val::ContRef(_) => RawValue::reference(0),
+            Val::ExnRef(e) => RawValue::reference(match e {
+                Some(e) => e.raw_handle(opaque)?,
+                None => 0,
+            }),
+            Val::AnyRef(_) | Val::ContRef(_) => RawValue::reference(0),
         })
     }
 
@@ -286,6 +293,17 @@ impl Val {
                     None => 0,
                 })
             }
+            (Val::ExnRef(e), WasmValType::Ref(WasmRefType::ExnRef)) => {
+                RawValue::reference(match e {
+                    Some(e) => {
+                        if !e.comes_from_same_store(store) {
+                            bail!("cross-`Store` values are not currently supported");
+                        }
+                        e.raw_handle(store)?
+                    }
+                    None => 0,
+                })
+            }
             (val, ty) => bail!(
                 "type mismatch: expected {}, found {}",
                 ValType::from_wasm(ty),
@@ -316,6 +334,9 @@ impl Val {
             }
             WasmValType::Ref(WasmRefType::ExternRef) => {
                 Val::ExternRef(ExternRef::from_raw_handle(store, raw.get_reference()))
+            }
+            WasmValType::Ref(WasmRefType::ExnRef) => {
+                Val::ExnRef(ExnRef::from_raw_handle(store, raw.get_reference()))
             }
         }
     }
@@ -689,6 +710,7 @@ impl Ref {
             // SAFETY: per the contract.
             WasmRefType::FuncRef => Ref::Func(unsafe { store.func_from_raw(raw) }),
             WasmRefType::ExternRef => Ref::Extern(ExternRef::from_raw_handle(store, raw)),
+            WasmRefType::ExnRef => Ref::Exn(ExnRef::from_raw_handle(store, raw)),
         }
     }
 }
@@ -878,11 +900,45 @@ pub struct AnyRef {
 impl sealed::GcRefImpl for AnyRef {}
 impl GcRef for AnyRef {}
 
-/// An exception reference (exceptions proposal). This runtime never creates
-/// one; the type exists for API compatibility.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A reference to a thrown exception (`exnref`, exceptions proposal): its
+/// tag and payload, read with [`ExnRef::tag`] and [`ExnRef::field`].
+///
+/// The host gets one from [`Store::take_pending_exception`](crate::Store::take_pending_exception)
+/// after a call failed with [`ThrownException`](crate::ThrownException), as
+/// a value of type `exnref`, or by making one with [`ExnRef::new`]. Like an
+/// [`ExternRef`], it is a handle into its store: there is no collector, so
+/// once the host or a `throw_ref` has seen an exception it stays in the
+/// store until the store drops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ExnRef {
-    _private: (),
+    store: StoreId,
+    /// Index in the store's exception slots plus one.
+    handle: u32,
+}
+
+impl ExnRef {
+    /// The handle with which Wasm holds this exception.
+    pub(crate) fn raw_handle(&self, store: &StoreOpaque) -> Result<usize> {
+        store.check_store(self.store, "exception reference")?;
+        Ok(self.handle as usize)
+    }
+
+    pub(crate) fn comes_from_same_store(&self, store: &StoreOpaque) -> bool {
+        self.store == store.id()
+    }
+
+    /// The exception with handle `raw` in `store`, which from now on may
+    /// be named outside the runtime (`None` for 0 or a dead handle).
+    pub(crate) fn from_raw_handle(store: &mut StoreOpaque, raw: usize) -> Option<Rooted<ExnRef>> {
+        let handle = u32::try_from(raw).ok().filter(|h| *h != 0)?;
+        store.exceptions.get_mut(raw)?.escaped = true;
+        Some(Rooted {
+            inner: ExnRef {
+                store: store.id(),
+                handle,
+            },
+        })
+    }
 }
 
 impl sealed::GcRefImpl for ExnRef {}

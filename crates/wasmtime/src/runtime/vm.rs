@@ -12,6 +12,7 @@ pub mod memory_image;
 pub mod mmu_interrupt;
 pub mod pooling;
 pub mod table;
+pub mod throw;
 pub mod traphandlers;
 pub mod type_registry;
 

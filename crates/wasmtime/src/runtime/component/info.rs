@@ -169,6 +169,7 @@ pub(crate) enum CoreEntity {
     Table(u32),
     Memory(u32),
     Global(u32),
+    Tag(u32),
 }
 
 /// What a core instance calls when it calls an imported trampoline.

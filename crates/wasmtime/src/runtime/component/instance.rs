@@ -709,6 +709,9 @@ fn core_export<T>(
                 CoreEntity::Global(i) => wasmtime_environ::EntityIndex::Global(
                     wasmtime_environ::GlobalIndex::from_u32(*i),
                 ),
+                CoreEntity::Tag(i) => {
+                    wasmtime_environ::EntityIndex::Tag(wasmtime_environ::TagIndex::from_u32(*i))
+                }
             };
             Ok(instance.export_by_index(&mut *store, index))
         }

@@ -266,7 +266,7 @@ impl Converter<'_> {
                 ct::EntityIndex::Table(i) => CoreEntity::Table(i.as_u32()),
                 ct::EntityIndex::Memory(i) => CoreEntity::Memory(i.as_u32()),
                 ct::EntityIndex::Global(i) => CoreEntity::Global(i.as_u32()),
-                ct::EntityIndex::Tag(_) => return Err(unsupported("an exception tag")),
+                ct::EntityIndex::Tag(i) => CoreEntity::Tag(i.as_u32()),
             }),
         };
         Ok(CoreExport {

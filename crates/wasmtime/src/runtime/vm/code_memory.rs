@@ -4,7 +4,7 @@ use super::sys::unix::mmap::{Mmap, host_page_size};
 use anyhow::{Result, bail};
 use std::ops::Range;
 use wasmtime_environ::builtins::HostLibcall;
-use wasmtime_environ::{Relocation, TrapSite, TrapSiteKind};
+use wasmtime_environ::{ExceptionTable, Relocation, TrapSite, TrapSiteKind};
 
 /// A block of machine code loaded into its own read-execute mapping, with
 /// the trap sites that its faulting instructions stand for.
@@ -20,6 +20,9 @@ pub struct CodeMemory {
     text_offset: usize,
     text_len: usize,
     trap_sites: Box<[TrapSite]>,
+    /// The exception handlers of the text's calls (empty but for modules
+    /// with `try_table`s), checked by the module that owns the code.
+    exceptions: ExceptionTable,
 }
 
 impl CodeMemory {
@@ -120,6 +123,7 @@ impl CodeMemory {
             text_offset: text.start,
             text_len,
             trap_sites: trap_sites.into_boxed_slice(),
+            exceptions: ExceptionTable::default(),
         })
     }
 
@@ -143,6 +147,17 @@ impl CodeMemory {
     /// The trap sites, sorted by offset.
     pub fn trap_sites(&self) -> &[TrapSite] {
         &self.trap_sites
+    }
+
+    /// Attaches the exception table of the text's calls, before the code
+    /// is shared (the unwinder reads it without synchronization).
+    pub fn set_exceptions(&mut self, exceptions: ExceptionTable) {
+        self.exceptions = exceptions;
+    }
+
+    /// The exception handlers of the text's calls.
+    pub fn exceptions(&self) -> &ExceptionTable {
+        &self.exceptions
     }
 }
 

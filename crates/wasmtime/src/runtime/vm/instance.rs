@@ -37,12 +37,12 @@ use std::sync::atomic::AtomicU64;
 use wasmtime_environ::vm::{
     MMU_POLL_PAGE_SIZE, VMCONTEXT_MAGIC, VMCTX_PREFIX_SIZE, VMContextHeader, VMFuncRef,
     VMGlobalDefinition, VMGlobalImport, VMMemoryDefinition, VMMemoryImport, VMStoreContext,
-    VMTableDefinition, VMTableImport, ValRaw,
+    VMTableDefinition, VMTableImport, VMTagDefinition, ValRaw,
 };
 use wasmtime_environ::{
     ConstExpr, ConstOp, DataIndex, DefinedGlobalIndex, DefinedMemoryIndex, DefinedTableIndex,
-    ElemIndex, ElementItems, EntityRef, FuncIndex, GlobalIndex, MemoryIndex, TableIndex,
-    WasmValType,
+    DefinedTagIndex, ElemIndex, ElementItems, EntityRef, FuncIndex, GlobalIndex, MemoryIndex,
+    TableIndex, TagIndex, WasmValType,
 };
 
 /// Bytes before the `VMContext` holding the back pointer to the
@@ -307,6 +307,24 @@ impl Instance {
             // keeps both).
             None => unsafe { (*self.imported_memory(index)).from },
         }
+    }
+
+    /// The slot of tag `index` (imported or defined), which holds the
+    /// address of its definition: the tag's identity.
+    pub fn tag_slot(&self, index: TagIndex) -> *mut *const VMTagDefinition {
+        self.at(self.module.offsets().tag(index))
+    }
+
+    /// The identity of tag `index` (imported or defined).
+    pub fn tag(&self, index: TagIndex) -> *const VMTagDefinition {
+        // SAFETY: the slot lies in the `VMContext` and was written at
+        // instantiation, before any code could run.
+        unsafe { *self.tag_slot(index) }
+    }
+
+    /// The definition of defined tag `index`.
+    pub fn tag_definition(&self, index: DefinedTagIndex) -> *mut VMTagDefinition {
+        self.at(self.module.offsets().defined_tag(index))
     }
 
     /// The definition of defined table `index`.

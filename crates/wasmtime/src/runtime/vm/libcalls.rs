@@ -12,11 +12,13 @@
 //! store and instance through the raw pointers the `vmctx` leads to.
 
 use super::instance::Instance;
+use super::throw::Exception;
 use crate::Result;
 use crate::Trap;
 use crate::runtime::store::{PendingError, StoreOpaque};
 use wasmtime_environ::builtins::GROW_FAILED_WITH_ERROR;
-use wasmtime_environ::{DataIndex, ElemIndex, MemoryIndex};
+use wasmtime_environ::vm::{VMTagDefinition, ValRaw};
+use wasmtime_environ::{DataIndex, ElemIndex, MemoryIndex, TagIndex};
 
 macro_rules! builtin_type {
     (vmctx) => { *mut u8 };
@@ -62,6 +64,12 @@ macro_rules! builtin_entry {
     (out_of_gas) => {
         exit_shims::wasmtime_mmu_exit_out_of_gas
     };
+    (throw) => {
+        exit_shims::wasmtime_mmu_exit_throw
+    };
+    (throw_ref) => {
+        exit_shims::wasmtime_mmu_exit_throw_ref
+    };
     ($name:ident) => {
         $name
     };
@@ -79,7 +87,9 @@ wasmtime_environ::foreach_builtin_function!(define_builtin_array);
 
 /// Shims in front of the builtins that may run embedder code — a resource
 /// limiter (`memory_grow`, `table_grow`), an epoch callback or yield
-/// (`new_epoch`), a fuel yield (`out_of_gas`) — that record the calling
+/// (`new_epoch`), a fuel yield (`out_of_gas`) — and of the throwing ones
+/// (`throw`, `throw_ref`), whose handler search starts at the Wasm frame
+/// that called them, that record the calling
 /// Wasm frame in `VMStoreContext::last_wasm_exit_{fp,pc}` before jumping to
 /// the builtin, as the wasm-to-host trampolines do for host functions. A
 /// backtrace captured inside that embedder code then starts at the Wasm
@@ -130,6 +140,8 @@ mod exit_shims {
         wasmtime_mmu_exit_table_grow => table_grow;
         wasmtime_mmu_exit_new_epoch => new_epoch;
         wasmtime_mmu_exit_out_of_gas => out_of_gas;
+        wasmtime_mmu_exit_throw => throw;
+        wasmtime_mmu_exit_throw_ref => throw_ref;
     }
 
     // The shims have exactly their builtins' signatures: they change no
@@ -144,6 +156,8 @@ mod exit_shims {
         ) -> u64;
         pub fn wasmtime_mmu_exit_new_epoch(vmctx: *mut u8) -> u64;
         pub fn wasmtime_mmu_exit_out_of_gas(vmctx: *mut u8) -> bool;
+        pub fn wasmtime_mmu_exit_throw(vmctx: *mut u8, tag: u32, values: usize);
+        pub fn wasmtime_mmu_exit_throw_ref(vmctx: *mut u8, exn: usize);
     }
 }
 
@@ -540,5 +554,149 @@ pub mod math {
         }
         // SAFETY: as above.
         unsafe { std::mem::transmute::<[u8; 16], std::arch::x86_64::__m128i>(out) }
+    }
+}
+
+/// `throw`: the new exception's handler search starts at the calling Wasm
+/// frame, which the exit shim recorded.
+///
+/// # Safety
+///
+/// Only compiled code calls this (through its exit shim), with its own
+/// instance `vmctx`, a validated tag index and the tag's payload in
+/// `values`.
+unsafe extern "C" fn throw(vmctx: *mut u8, tag: u32, values: usize) {
+    // SAFETY: per the contract; `new_exception` has dropped everything it
+    // made by the time `throw` abandons this frame.
+    unsafe {
+        let (instance, store) = parts(vmctx);
+        if let Some((handle, identity)) =
+            new_exception(instance, store, TagIndex::from_u32(tag), values)
+        {
+            throw_from_exit(store, handle, identity);
+        }
+    }
+}
+
+/// Stores a new exception of `tag` with the payload at `values` and returns
+/// its handle and tag, or leaves the error in the store.
+///
+/// # Safety
+///
+/// As [`throw`].
+#[inline(never)]
+unsafe fn new_exception(
+    instance: *mut Instance,
+    store: *mut StoreOpaque,
+    tag: TagIndex,
+    values: usize,
+) -> Option<(usize, *const VMTagDefinition)> {
+    // SAFETY: per the contract, the instance and store are live and idle,
+    // and `values` holds one slot per payload value of the tag's type.
+    unsafe {
+        let instance = &*instance;
+        let count = instance.module().info().tag_type(tag).params.len();
+        let identity = instance.tag(tag);
+        let payload: Box<[ValRaw]> =
+            std::slice::from_raw_parts(values as *const ValRaw, count).into();
+        let exception = Exception {
+            tag: identity,
+            payload,
+            escaped: false,
+        };
+        match (*store).exceptions.insert(exception) {
+            Ok(handle) => Some((handle as usize, identity)),
+            Err(error) => {
+                (*store).set_pending(PendingError::Error(error));
+                None
+            }
+        }
+    }
+}
+
+/// Throws exception `handle` from the Wasm frame that the exit shim
+/// recorded in the store context.
+///
+/// # Safety
+///
+/// Called from a builtin entered through its exit shim, with nothing left
+/// to drop.
+unsafe fn throw_from_exit(
+    store: *mut StoreOpaque,
+    handle: usize,
+    tag: *const VMTagDefinition,
+) -> ! {
+    // SAFETY: the store context is live; the shim wrote the calling Wasm
+    // frame into it, and that frame belongs to the innermost activation.
+    unsafe {
+        let ctx = &*(*store).vm_store_context_ptr();
+        let (pc, fp) = (ctx.last_wasm_exit_pc, ctx.last_wasm_exit_fp);
+        super::throw::throw(handle, tag, pc, fp)
+    }
+}
+
+/// `throw_ref`: throws a caught exception again; a null one traps.
+///
+/// # Safety
+///
+/// Only compiled code calls this (through its exit shim), with its own
+/// instance `vmctx` and an `exnref` of its store.
+unsafe extern "C" fn throw_ref(vmctx: *mut u8, exn: usize) {
+    // SAFETY: per the contract; nothing here needs dropping when `throw`
+    // abandons the frame.
+    unsafe {
+        let (_, store) = parts(vmctx);
+        let Some(exception) = (*store).exceptions.get_mut(exn) else {
+            fail(store, Trap::NullReference);
+            return;
+        };
+        // Wasm holds this handle and may catch it again by another clause.
+        exception.escaped = true;
+        let tag = exception.tag;
+        throw_from_exit(store, exn, tag);
+    }
+}
+
+/// A `catch` of a tag: copies exception `exn`'s payload to `values` and,
+/// with `release`, gives its slot back unless it escaped.
+///
+/// # Safety
+///
+/// Only compiled code calls this, with its own instance `vmctx`, a caught
+/// exception of its store and room for its payload at `values`.
+unsafe extern "C" fn exn_payload(vmctx: *mut u8, exn: usize, values: usize, release: u32) {
+    // SAFETY: per the contract.
+    unsafe {
+        let (_, store) = parts(vmctx);
+        let exceptions = &mut (*store).exceptions;
+        match exceptions.get(exn) {
+            Some(exception) => {
+                let payload = &exception.payload;
+                std::ptr::copy_nonoverlapping(
+                    payload.as_ptr(),
+                    values as *mut ValRaw,
+                    payload.len(),
+                );
+            }
+            // The unwinder only hands live exceptions to handlers.
+            None => unreachable!("a handler caught exception {exn}, which is not live"),
+        }
+        if release != 0 {
+            exceptions.release(exn);
+        }
+    }
+}
+
+/// A `catch_all`: gives exception `exn`'s slot back unless it escaped.
+///
+/// # Safety
+///
+/// Only compiled code calls this, with its own instance `vmctx` and a
+/// caught exception of its store.
+unsafe extern "C" fn exn_release(vmctx: *mut u8, exn: usize) {
+    // SAFETY: per the contract.
+    unsafe {
+        let (_, store) = parts(vmctx);
+        (*store).exceptions.release(exn);
     }
 }

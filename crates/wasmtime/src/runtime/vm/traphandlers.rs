@@ -36,7 +36,7 @@ use std::ptr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use wasmtime_environ::vm::{VMEntryTrampoline, VMFuncRef, VMStoreContext, ValRaw};
-use wasmtime_environ::{TrapSite, TrapSiteKind};
+use wasmtime_environ::{ExceptionHandler, ExceptionSite, TrapSite, TrapSiteKind};
 
 thread_local! {
     /// The innermost activation of this thread (null when no Wasm is
@@ -167,6 +167,8 @@ struct SnapshotEntry {
     end: usize,
     traps: *const TrapSite,
     num_traps: usize,
+    /// The code memory itself, for its exception table.
+    code: *const CodeMemory,
 }
 
 /// An immutable, sorted list of a store's code ranges with their trap
@@ -193,6 +195,28 @@ impl CodeSnapshot {
         // snapshot.
         let traps = unsafe { std::slice::from_raw_parts(e.traps, e.num_traps) };
         lookup_trap_site(traps, u32::try_from(pc - e.start).ok()?)
+    }
+
+    /// The exception handlers of the call that returns to `pc`, if `pc` is
+    /// such a return address in this store's code, with the address of
+    /// the start of its text (handler offsets are relative to it).
+    pub fn exception_site(&self, pc: usize) -> Option<(usize, ExceptionSite, &[ExceptionHandler])> {
+        let i = self
+            .entries
+            .partition_point(|e| e.start <= pc)
+            .checked_sub(1)?;
+        let e = &self.entries[i];
+        // A return address may equal the end of the text (a call that is
+        // the text's last instruction).
+        if pc > e.end {
+            return None;
+        }
+        // SAFETY: `code` is a `CodeMemory` that the registry keeps alive
+        // as long as this snapshot, and its table never changes once the
+        // code is shared.
+        let table = unsafe { (*e.code).exceptions() };
+        let index = table.site_at(u32::try_from(pc - e.start).ok()?)?;
+        Some((e.start, table.sites[index], table.handlers_of(index)))
     }
 
     /// The end of the text that contains `pc`, if it is this store's code.
@@ -265,6 +289,7 @@ impl CodeRegistry {
                 end: c.text_range().end,
                 traps: c.trap_sites().as_ptr(),
                 num_traps: c.trap_sites().len(),
+                code: Arc::as_ptr(c),
             })
             .collect();
         entries.sort_by_key(|e| e.start);
@@ -415,10 +440,23 @@ impl Activation {
         self.fault_addr.set(fault_addr);
     }
 
-    fn catch_fp(&self) -> usize {
+    /// The frame pointer of the activation's catch frame, above all of its
+    /// Wasm frames.
+    pub fn catch_fp(&self) -> usize {
         // SAFETY: the buffer is written once by the catch point before any
         // Wasm runs and only read afterwards.
         unsafe { (*self.jmp_buf.get()).catch_fp() }
+    }
+
+    /// The current snapshot of the store's code.
+    ///
+    /// # Safety
+    ///
+    /// Must be called while the activation is live; the snapshot must not
+    /// be used after it ends.
+    pub unsafe fn code_snapshot(&self) -> &CodeSnapshot {
+        // SAFETY: as in `lookup_trap`.
+        unsafe { &*(*self.code).load(Ordering::Acquire) }
     }
 }
 
@@ -544,13 +582,67 @@ pub unsafe fn call_wasm(
 ///
 /// Entered as if called (stack aligned for a function entry) but with no
 /// meaningful return address; never returns.
+///
+/// A host function that failed with [`ThrownException`](crate::ThrownException)
+/// (its exception pending in the store) lands here too, from its
+/// trampoline's trap: then the exception is thrown on into the calling Wasm,
+/// starting at the trampoline's frame.
 pub extern "C" fn unwind_trap() -> ! {
     let activation = innermost_activation();
     // SAFETY: the signal handler only redirects here after recording a
-    // trap in the (live) innermost activation.
+    // trap in the (live) innermost activation; this frame holds nothing to
+    // drop when `throw` abandons it.
     unsafe {
+        let act = &*activation;
+        if act.trap_kind.get() == TrapSiteKind::HostCallFailed.to_u8()
+            && let Some((handle, tag)) = StoreOpaque::take_exception_from_host(act.store)
+        {
+            super::throw::throw(handle, tag, act.trap_pc.get(), act.trap_fp.get());
+        }
         capture_trap_backtrace(activation);
         arch::wasmtime_mmu_longjmp((*activation).jmp_buf.get())
+    }
+}
+
+/// Ends the innermost activation because the exception `handle`, thrown
+/// from the frame `(pc, fp)`, has no handler in it: the exception becomes
+/// the store's pending exception and the call into Wasm fails with
+/// [`ThrownException`](crate::ThrownException) and a backtrace from the
+/// throw.
+///
+/// # Safety
+///
+/// `activation` must be the live innermost activation, `(pc, fp)` one of
+/// its frames, and the caller's frames must hold nothing to drop.
+pub unsafe fn unwind_to_entry(
+    activation: *const Activation,
+    handle: usize,
+    pc: usize,
+    fp: usize,
+) -> ! {
+    // SAFETY: per the contract; `record_uncaught` has dropped its locals
+    // before the jump.
+    unsafe {
+        record_uncaught(activation, handle, pc, fp);
+        arch::wasmtime_mmu_longjmp((*activation).jmp_buf.get())
+    }
+}
+
+/// The work of [`unwind_to_entry`] that allocates, in a frame of its own so
+/// that everything is dropped before the long jump.
+///
+/// # Safety
+///
+/// As [`unwind_to_entry`].
+#[inline(never)]
+unsafe fn record_uncaught(activation: *const Activation, handle: usize, pc: usize, fp: usize) {
+    // SAFETY: per the contract, the activation and its store are live,
+    // and nothing else uses the store while its Wasm throws.
+    unsafe {
+        let act = &*activation;
+        StoreOpaque::leave_exception_pending(act.store, handle);
+        act.record_trap(TrapSiteKind::HostCallFailed, pc, fp, None);
+        capture_trap_backtrace(activation);
     }
 }
 

@@ -227,3 +227,31 @@ pub unsafe fn next_frame(fp: usize) -> (usize, usize) {
     // SAFETY: per the contract.
     unsafe { (*(fp as *const usize), *((fp + 8) as *const usize)) }
 }
+
+/// Resumes compiled code at the exception handler `pc` of the frame whose
+/// stack and frame pointers are `sp` and `fp`, with `payload` (the
+/// exception's handle) in `x0`, where Cranelift's exception ABI delivers
+/// the first payload value. (Exceptions are refused on aarch64 until its
+/// builtins record their exit frames; this is here for that day, and has
+/// not run.)
+///
+/// # Safety
+///
+/// As on x86_64: `pc` must be a handler of a `try_call` in the live frame
+/// `(sp, fp)`, above every frame still to be abandoned, none of which has
+/// anything to drop.
+pub unsafe fn resume_to_exception_handler(pc: usize, sp: usize, fp: usize, payload: usize) -> ! {
+    // SAFETY: per the contract, the handler expects exactly this state.
+    unsafe {
+        core::arch::asm!(
+            "mov sp, {sp}",
+            "mov x29, {fp}",
+            "br {pc}",
+            sp = in(reg) sp,
+            fp = in(reg) fp,
+            pc = in(reg) pc,
+            in("x0") payload,
+            options(noreturn, nostack),
+        )
+    }
+}

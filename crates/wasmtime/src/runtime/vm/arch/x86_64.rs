@@ -221,3 +221,30 @@ pub unsafe fn next_frame(fp: usize) -> (usize, usize) {
     // SAFETY: per the contract.
     unsafe { (*(fp as *const usize), *((fp + 8) as *const usize)) }
 }
+
+/// Resumes compiled code at the exception handler `pc` of the frame whose
+/// stack and frame pointers are `sp` and `fp`, with `payload` (the
+/// exception's handle) in `rax`, where Cranelift's exception ABI delivers
+/// the first payload value.
+///
+/// # Safety
+///
+/// `pc` must be a handler of a `try_call` in the live frame `(sp, fp)` of
+/// the current stack, above every frame still to be abandoned, none of
+/// which has anything to drop. The `try_call` treated every register as
+/// clobbered, so none but `rsp`, `rbp` and the payload needs a value.
+pub unsafe fn resume_to_exception_handler(pc: usize, sp: usize, fp: usize, payload: usize) -> ! {
+    // SAFETY: per the contract, the handler expects exactly this state.
+    unsafe {
+        core::arch::asm!(
+            "mov rsp, {sp}",
+            "mov rbp, {fp}",
+            "jmp {pc}",
+            sp = in(reg) sp,
+            fp = in(reg) fp,
+            pc = in(reg) pc,
+            in("rax") payload,
+            options(noreturn, nostack),
+        )
+    }
+}
