@@ -32,18 +32,17 @@
 //! can name it afterwards; an exception a `_ref` clause hands to Wasm stays
 //! in its store until the store is dropped (there is no collector).
 
+use crate::func_environ::builtin_signature;
 use crate::trampolines::{VALRAW_SIZE, load_values, store_values};
 use crate::translate::{ControlFrame, FuncTranslator};
 use anyhow::Result;
 use cranelift_codegen::ir::types::*;
 use cranelift_codegen::ir::{
-    self, Block, BlockArg, ExceptionTableData, ExceptionTableItem, ExceptionTag, InstBuilder,
-    MemFlagsData, Value,
+    self, Block, BlockArg, ExceptionTableData, ExceptionTableItem, ExceptionTag, InstBuilder, Value,
 };
 use cranelift_codegen::isa::CallConv;
 use wasmtime_mmu_environ::TagIndex;
-use wasmtime_mmu_environ::builtins::{BuiltinFunctionIndex, BuiltinType};
-use wasmtime_mmu_environ::vm::VMCTX_BUILTIN_FUNCTIONS_OFFSET;
+use wasmtime_mmu_environ::builtins::BuiltinFunctionIndex;
 
 /// What a call inside the translator calls.
 pub(crate) enum Callee {
@@ -244,25 +243,10 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
     /// builtins' arguments travel in the C convention's registers either
     /// way.
     fn call_throwing_builtin(&mut self, which: BuiltinFunctionIndex, args: &[Value]) {
-        let mut sig = ir::Signature::new(CallConv::Tail);
-        sig.params.extend(which.params().iter().map(|t| {
-            ir::AbiParam::new(match t {
-                BuiltinType::i32 => I32,
-                _ => I64,
-            })
-        }));
-        let sig = self.b.import_signature(sig);
-        let flags = MemFlagsData::trusted().with_readonly();
-        let array = self.b.ins().load(
-            I64,
-            flags,
-            self.vmctx,
-            VMCTX_BUILTIN_FUNCTIONS_OFFSET as i32,
-        );
-        let func = self
+        let sig = self
             .b
-            .ins()
-            .load(I64, flags, array, which.array_offset() as i32);
+            .import_signature(builtin_signature(which, CallConv::Tail));
+        let func = self.builtin_address(which);
         self.emit_call(Callee::Indirect(sig, func), args);
         self.b.ins().trap(crate::compiler::host_call_failed_code());
         self.unreachable_after_trap();

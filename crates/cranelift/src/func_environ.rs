@@ -121,6 +121,20 @@ fn builtin_type(ty: BuiltinType) -> ir::Type {
     }
 }
 
+/// The signature of builtin `which` in calling convention `conv`.
+pub(crate) fn builtin_signature(which: BuiltinFunctionIndex, conv: CallConv) -> ir::Signature {
+    let mut sig = ir::Signature::new(conv);
+    sig.params.extend(
+        which
+            .params()
+            .iter()
+            .map(|t| ir::AbiParam::new(builtin_type(*t))),
+    );
+    sig.returns
+        .extend(which.ret().map(|t| ir::AbiParam::new(builtin_type(t))));
+    sig
+}
+
 /// How `memory.copy`-like operations are charged fuel.
 const BULK_COST_PER_UNIT: i64 = 1;
 /// `memory.copy`s of constant lengths up to this are expanded inline.
@@ -704,34 +718,13 @@ impl FuncTranslator<'_, '_> {
         let sig = match self.builtin_sigs.get(&(which as u32)) {
             Some(&s) => s,
             None => {
-                let mut sig = ir::Signature::new(CallConv::triple_default(self.cx.isa.triple()));
-                sig.params.extend(
-                    which
-                        .params()
-                        .iter()
-                        .map(|t| ir::AbiParam::new(builtin_type(*t))),
-                );
-                sig.returns
-                    .extend(which.ret().map(|t| ir::AbiParam::new(builtin_type(t))));
-                let s = self.b.import_signature(sig);
+                let conv = CallConv::triple_default(self.cx.isa.triple());
+                let s = self.b.import_signature(builtin_signature(which, conv));
                 self.builtin_sigs.insert(which as u32, s);
                 s
             }
         };
-        // Not `can_move`: hoisting these loads out of the (usually cold)
-        // blocks that call builtins would keep them live in registers
-        // across hot loops.
-        let flags = MemFlagsData::trusted().with_readonly();
-        let array = self.b.ins().load(
-            I64,
-            flags,
-            self.vmctx,
-            VMCTX_BUILTIN_FUNCTIONS_OFFSET as i32,
-        );
-        let func = self
-            .b
-            .ins()
-            .load(I64, flags, array, which.array_offset() as i32);
+        let func = self.builtin_address(which);
         let call = self.b.ins().call_indirect(sig, func, args);
         let result = self.b.inst_results(call).first().copied();
         match which.ret() {
@@ -742,6 +735,23 @@ impl FuncTranslator<'_, '_> {
             }
             _ => result,
         }
+    }
+
+    /// The address of builtin `which`, from `vmctx.builtin_functions`.
+    pub(crate) fn builtin_address(&mut self, which: BuiltinFunctionIndex) -> Value {
+        // Not `can_move`: hoisting these loads out of the (usually cold)
+        // blocks that call builtins would keep them live in registers
+        // across hot loops.
+        let flags = MemFlagsData::trusted().with_readonly();
+        let array = self.b.ins().load(
+            I64,
+            flags,
+            self.vmctx,
+            VMCTX_BUILTIN_FUNCTIONS_OFFSET as i32,
+        );
+        self.b
+            .ins()
+            .load(I64, flags, array, which.array_offset() as i32)
     }
 
     // ---- fuel, epochs and MMU polls ----

@@ -12,7 +12,8 @@ use std::fmt;
 use std::marker::PhantomData;
 use wasmtime_environ::vm::{VMFuncRef, VMGlobalImport, VMMemoryImport, VMTableImport};
 use wasmtime_environ::{
-    DataMode, DefinedFuncIndex, ElementMode, EntityIndex, EntityRef, EntityType, WasmValType,
+    DataMode, DefinedFuncIndex, ElementMode, EntityIndex, EntityRef, EntityType, VMSharedTypeIndex,
+    WasmValType,
 };
 
 /// A module brought to life in a store: its memories, tables, globals and
@@ -438,6 +439,16 @@ fn typecheck_imports(store: &StoreOpaque, module: &Module, imports: &[Extern]) -
     Ok(())
 }
 
+/// The text of engine type `index` for a link error.
+fn type_name(store: &StoreOpaque, index: VMSharedTypeIndex) -> String {
+    store
+        .engine()
+        .signatures()
+        .get(index)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|| "<unknown>".to_string())
+}
+
 /// Checks that `actual` can satisfy an import of type `expected`.
 pub(crate) fn typecheck_import(
     store: &StoreOpaque,
@@ -451,16 +462,10 @@ pub(crate) fn typecheck_import(
             let data = store.func_data(f)?;
             let expected = module.type_id(*ty);
             if data.ty != expected {
-                let sigs = store.engine().signatures();
-                let show = |t| {
-                    sigs.get(t)
-                        .map(|t| t.to_string())
-                        .unwrap_or_else(|| "<unknown>".to_string())
-                };
                 bail!(
                     "types incompatible: expected type `{}`, found type `{}`",
-                    show(expected),
-                    show(data.ty)
+                    type_name(store, expected),
+                    type_name(store, data.ty)
                 );
             }
         }
@@ -516,16 +521,10 @@ pub(crate) fn typecheck_import(
             // a definition the store keeps alive.
             let actual = unsafe { (*tag.definition()).type_index };
             if actual != expected {
-                let sigs = store.engine().signatures();
-                let show = |t| {
-                    sigs.get(t)
-                        .map(|t| t.to_string())
-                        .unwrap_or_else(|| "<unknown>".to_string())
-                };
                 bail!(
                     "types incompatible: expected tag of type `{}`, found tag of type `{}`",
-                    show(expected),
-                    show(actual)
+                    type_name(store, expected),
+                    type_name(store, actual)
                 );
             }
         }
