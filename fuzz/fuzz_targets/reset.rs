@@ -292,6 +292,10 @@ impl View {
                     view.globals
                         .push((name, global, ty.content().clone(), mutable));
                 }
+                // A tag has no contents to restore or compare: reset keeps
+                // the instance and so its tag identities, while a fresh
+                // instance has new ones by definition.
+                ExternType::Tag(_) => {}
             }
         }
         for (ref_func, import) in import_refs {
