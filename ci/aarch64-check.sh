@@ -16,7 +16,9 @@ cd "$(dirname "$0")/.."
 
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
-cargo test --release -p wasmtime-mmu-cranelift --test aarch64_polls -- --nocapture 2>&1 | tee "$log"
+# `--workspace` so that dependency features resolve as in the README's test
+# command and its build is reused (`-p` would rebuild Cranelift).
+cargo test --release --workspace --test aarch64_polls -- --nocapture 2>&1 | tee "$log"
 for mode in mprotect pointer-swap; do
     mode_line="$(grep -E "^aarch64 polls \\($mode\\): [0-9]+ interrupts, [0-9]+ checks, 0 failures\$" "$log" | tail -n 1 || true)"
     if [ -z "$mode_line" ]; then
