@@ -188,11 +188,6 @@ const KNOWN_FAILURES_OURS: &[(&str, &str)] = &[
         "wasmtime-misc/exceptions.wast",
         "needs core function references (`wasm_function_references`) beside exceptions",
     ),
-    (
-        "wasmtime-misc/modules.wast",
-        "imported core modules are matched by import and export names only, not by the \
-         subtyping rules of module types (item kinds, types, limits) with upstream's messages",
-    ),
 ];
 
 /// The folder of test files, and whether it is the default one (whose

@@ -350,6 +350,18 @@ impl ModuleInfo {
             EntityIndex::Tag(t) => EntityType::Tag(self.tags[t]),
         }
     }
+
+    /// `ty`, one of this module's entity types, with its function type
+    /// looked up in the type section.
+    pub fn standalone_entity_type(&self, ty: &EntityType) -> StandaloneEntityType {
+        match ty {
+            EntityType::Function(t) => StandaloneEntityType::Function(self.types[*t].clone()),
+            EntityType::Table(t) => StandaloneEntityType::Table(*t),
+            EntityType::Memory(m) => StandaloneEntityType::Memory(*m),
+            EntityType::Global(g) => StandaloneEntityType::Global(*g),
+            EntityType::Tag(t) => StandaloneEntityType::Tag(self.types[*t].clone()),
+        }
+    }
 }
 
 /// A function body awaiting validation and compilation.

@@ -304,6 +304,37 @@ pub enum EntityType {
     Tag(TypeIndex),
 }
 
+/// The type of an import or export with its function types written out
+/// instead of indexed, so that two items of different modules (or one of a
+/// component's module types) can be compared without a shared type section.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StandaloneEntityType {
+    /// A function of this type.
+    Function(WasmFuncType),
+    /// A table.
+    Table(WasmTableType),
+    /// A linear memory.
+    Memory(WasmMemoryType),
+    /// A global.
+    Global(WasmGlobalType),
+    /// An exception tag with this payload type (results empty).
+    Tag(WasmFuncType),
+}
+
+impl StandaloneEntityType {
+    /// The kind's name as link errors spell it (`func`, `table`, `memory`,
+    /// `global`, `tag`).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            StandaloneEntityType::Function(_) => "func",
+            StandaloneEntityType::Table(_) => "table",
+            StandaloneEntityType::Memory(_) => "memory",
+            StandaloneEntityType::Global(_) => "global",
+            StandaloneEntityType::Tag(_) => "tag",
+        }
+    }
+}
+
 /// An item in one of the five index spaces.
 #[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
 pub enum EntityIndex {

@@ -501,3 +501,90 @@ fn traps_in_realloc_and_adapters_are_traps() -> wasmtime::Result<()> {
     );
     Ok(())
 }
+
+/// A component that imports a core module of a given type, instantiates it
+/// with a global of its own, calls its `get` export through a lifted
+/// function, and exports the module again.
+const MODULE_IMPORTER: &str = r#"
+(component
+  (import "lib" (core module $lib
+    (import "env" "base" (global i32))
+    (import "env" "unused" (func))
+    (export "get" (func (result i32)))))
+  (core module $env
+    (global (export "base") i32 (i32.const 40))
+    (func (export "unused")))
+  (core instance $env (instantiate $env))
+  (core instance $lib (instantiate $lib (with "env" (instance $env))))
+  (func (export "get") (result u32) (canon lift (core func $lib "get")))
+  (export "lib-again" (core module $lib))
+)
+"#;
+
+#[test]
+fn an_imported_core_module_must_have_the_imported_module_type() -> wasmtime::Result<()> {
+    let engine = engine();
+    let component = Component::new(&engine, MODULE_IMPORTER)?;
+    let link = |wat: &str| -> wasmtime::Result<(Store<()>, wasmtime::component::Instance)> {
+        let module = wasmtime::Module::new(&engine, wat)?;
+        let mut linker = Linker::<()>::new(&engine);
+        linker.root().module("lib", &module)?;
+        let mut store = Store::new(&engine, ());
+        let instance = linker.instantiate(&mut store, &component)?;
+        Ok((store, instance))
+    };
+
+    // A module that imports fewer items than the type offers and exports
+    // more than it asks for matches, runs, and is exported again as itself.
+    let (mut store, instance) = link(
+        r#"(module
+             (import "env" "base" (global $base i32))
+             (func (export "get") (result i32) (i32.add (global.get $base) (i32.const 2)))
+             (memory (export "extra") 1))"#,
+    )?;
+    let get = instance.get_typed_func::<(), (u32,)>(&mut store, "get")?;
+    assert_eq!(get.call(&mut store, ())?, (42,));
+    let again = instance
+        .get_module(&mut store, "lib-again")
+        .expect("re-exported module");
+    assert!(again.get_export("extra").is_some());
+
+    // Each way to miss the type, with the part of the message that names it.
+    for (wat, expected) in [
+        (
+            r#"(module (func (export "got") (result i32) i32.const 0))"#,
+            "module export `get` not defined",
+        ),
+        (
+            r#"(module (func (export "get") (result i64) i64.const 0))"#,
+            "expected type `(func (result i32))`, found type `(func (result i64))`",
+        ),
+        (
+            r#"(module (global (export "get") i32 (i32.const 0)))"#,
+            "expected func found global",
+        ),
+        (
+            r#"(module (import "env" "other" (func))
+                       (func (export "get") (result i32) i32.const 0))"#,
+            "module import `env::other` not defined",
+        ),
+        (
+            r#"(module (import "env" "base" (global (mut i32)))
+                       (func (export "get") (result i32) i32.const 0))"#,
+            "module import `env::base` has the wrong type",
+        ),
+        (
+            r#"(module (import "env" "unused" (memory 1))
+                       (func (export "get") (result i32) i32.const 0))"#,
+            "expected memory found func",
+        ),
+    ] {
+        let err = match link(wat) {
+            Ok(_) => panic!("a module missing its type was linked: {wat}"),
+            Err(e) => format!("{e:?}"),
+        };
+        assert!(err.contains(expected), "expected {expected:?} in {err}");
+        assert!(err.contains("module `lib`"), "the import is named: {err}");
+    }
+    Ok(())
+}

@@ -12,7 +12,8 @@ use std::fmt;
 use std::marker::PhantomData;
 use wasmtime_environ::vm::{VMFuncRef, VMGlobalImport, VMMemoryImport, VMTableImport};
 use wasmtime_environ::{
-    DataMode, DefinedFuncIndex, ElementMode, EntityIndex, EntityRef, EntityType, VMSharedTypeIndex,
+    DataMode, DefinedFuncIndex, ElementMode, EntityIndex, EntityRef, EntityType,
+    StandaloneEntityType, VMSharedTypeIndex, WasmGlobalType, WasmMemoryType, WasmTableType,
     WasmValType,
 };
 
@@ -470,50 +471,25 @@ pub(crate) fn typecheck_import(
             }
         }
         (EntityType::Global(expected), Extern::Global(g)) => {
-            let actual = store.globals[g.index as usize].ty;
-            if expected.content != actual.content {
-                bail!(
-                    "global types incompatible: expected global of type `{}`, found global of type `{}`",
-                    expected.content,
-                    actual.content
-                );
-            }
-            if expected.mutable != actual.mutable {
-                let m = |b| if b { "mutable" } else { "immutable" };
-                bail!(
-                    "global types incompatible: expected {} global, found {} global",
-                    m(expected.mutable),
-                    m(actual.mutable)
-                );
-            }
+            match_global(expected, &store.globals[g.index as usize].ty)?;
         }
         (EntityType::Table(expected), Extern::Table(t)) => {
+            // A live table is matched by its current size, which growth
+            // may have taken past its declared minimum.
             let table = &store.tables[t.index as usize];
-            let actual = table.ty();
-            if expected.element != actual.element {
-                bail!(
-                    "table types incompatible: expected table of type `{}`, found table of type `{}`",
-                    WasmValType::Ref(expected.element),
-                    WasmValType::Ref(actual.element)
-                );
-            }
-            match_limits(
-                expected.minimum,
-                expected.maximum,
-                table.size(),
-                actual.maximum,
-                "table",
-            )?;
+            let actual = WasmTableType {
+                minimum: table.size(),
+                ..*table.ty()
+            };
+            match_table(expected, &actual)?;
         }
         (EntityType::Memory(expected), Extern::Memory(m)) => {
             let memory = &store.memories[m.index as usize];
-            match_limits(
-                expected.minimum,
-                expected.maximum,
-                memory.pages(),
-                memory.ty().maximum,
-                "memory",
-            )?;
+            let actual = WasmMemoryType {
+                minimum: memory.pages(),
+                ..*memory.ty()
+            };
+            match_memory(expected, &actual)?;
         }
         (EntityType::Tag(ty), Extern::Tag(tag)) => {
             let expected = module.type_id(*ty);
@@ -535,6 +511,91 @@ pub(crate) fn typecheck_import(
         (EntityType::Memory(_), _) => bail!("expected memory, but found {desc}"),
     }
     Ok(())
+}
+
+/// Checks that an item of type `actual` can stand where one of type
+/// `expected` is required, comparing declared types only: a component
+/// uses it to match a core module against the module type it imports
+/// (each export of the module as `actual`, and, the other way round, each
+/// import of the module as `expected`).
+pub(crate) fn typecheck_entity_type(
+    expected: &StandaloneEntityType,
+    actual: &StandaloneEntityType,
+) -> Result<()> {
+    use StandaloneEntityType as T;
+    match (expected, actual) {
+        (T::Function(expected), T::Function(actual)) => {
+            if expected != actual {
+                bail!("types incompatible: expected type `{expected}`, found type `{actual}`");
+            }
+        }
+        (T::Tag(expected), T::Tag(actual)) => {
+            if expected != actual {
+                bail!(
+                    "types incompatible: expected tag of type `{expected}`, found tag of type `{actual}`"
+                );
+            }
+        }
+        (T::Global(expected), T::Global(actual)) => match_global(expected, actual)?,
+        (T::Table(expected), T::Table(actual)) => match_table(expected, actual)?,
+        (T::Memory(expected), T::Memory(actual)) => match_memory(expected, actual)?,
+        (expected, actual) => bail!(
+            "expected {} found {}",
+            expected.kind_name(),
+            actual.kind_name()
+        ),
+    }
+    Ok(())
+}
+
+/// Globals match only when equal: without subtyping among our reference
+/// types there is nothing looser to allow, mutable or not.
+fn match_global(expected: &WasmGlobalType, actual: &WasmGlobalType) -> Result<()> {
+    if expected.content != actual.content {
+        bail!(
+            "global types incompatible: expected global of type `{}`, found global of type `{}`",
+            expected.content,
+            actual.content
+        );
+    }
+    if expected.mutable != actual.mutable {
+        let m = |b| if b { "mutable" } else { "immutable" };
+        bail!(
+            "global types incompatible: expected {} global, found {} global",
+            m(expected.mutable),
+            m(actual.mutable)
+        );
+    }
+    Ok(())
+}
+
+/// A table matches with the same element type and limits inside the
+/// expected ones.
+fn match_table(expected: &WasmTableType, actual: &WasmTableType) -> Result<()> {
+    if expected.element != actual.element {
+        bail!(
+            "table types incompatible: expected table of type `{}`, found table of type `{}`",
+            WasmValType::Ref(expected.element),
+            WasmValType::Ref(actual.element)
+        );
+    }
+    match_limits(
+        expected.minimum,
+        expected.maximum,
+        actual.minimum,
+        actual.maximum,
+        "table",
+    )
+}
+
+fn match_memory(expected: &WasmMemoryType, actual: &WasmMemoryType) -> Result<()> {
+    match_limits(
+        expected.minimum,
+        expected.maximum,
+        actual.minimum,
+        actual.maximum,
+        "memory",
+    )
 }
 
 fn match_limits(

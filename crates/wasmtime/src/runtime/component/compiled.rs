@@ -283,7 +283,9 @@ impl Component {
                     ExportItem::Instance(_) => types::ComponentItem::ComponentInstance(
                         types::ComponentInstance(Default::default()),
                     ),
-                    ExportItem::Module(_) => types::ComponentItem::Module(types::Module(())),
+                    ExportItem::Module(_) | ExportItem::ImportedModule(_) => {
+                        types::ComponentItem::Module(types::Module(()))
+                    }
                     ExportItem::Resource(_) => {
                         types::ComponentItem::Resource(types::ResourceTypeAtComponent(()))
                     }
@@ -474,7 +476,7 @@ fn reflect(ty: &super::info::ExternTy) -> types::ComponentItem {
                     .collect(),
             )))
         }
-        ExternTy::Module { .. } => types::ComponentItem::Module(types::Module(())),
+        ExternTy::Module(_) => types::ComponentItem::Module(types::Module(())),
         ExternTy::Component => types::ComponentItem::Component(types::ComponentTypeOfImport(())),
         ExternTy::Type(t) => types::ComponentItem::Type(types::Type(t.clone())),
         ExternTy::Resource(_) => types::ComponentItem::Resource(types::ResourceTypeAtComponent(())),

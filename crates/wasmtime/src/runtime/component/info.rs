@@ -11,7 +11,7 @@
 use super::types::{FuncTy, InterfaceType};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use wasmtime_environ::WasmFuncType;
+use wasmtime_environ::{StandaloneEntityType, WasmFuncType};
 
 /// Where the binary of one of a component's core modules is.
 #[derive(Debug)]
@@ -95,11 +95,8 @@ pub(crate) enum ExternTy {
     Func(Arc<FuncTy>),
     /// An instance with these exports.
     Instance(Arc<Vec<(String, ExternTy)>>),
-    /// A core module, with its imports and exports.
-    Module {
-        imports: Arc<Vec<(String, String)>>,
-        exports: Arc<Vec<String>>,
-    },
+    /// A core module of this type.
+    Module(Arc<ModuleTy>),
     /// A component type.
     Component,
     /// A value type (`type` import or export).
@@ -108,6 +105,18 @@ pub(crate) enum ExternTy {
     Resource(usize),
     /// A core function type.
     CoreFunc,
+}
+
+/// A core module type: what a component requires of a module it imports.
+/// A module matches when it exports at least these items, each of a
+/// subtype, and imports nothing beyond these, each of a supertype (the
+/// component supplies what the type lists).
+#[derive(Debug)]
+pub(crate) struct ModuleTy {
+    /// Imports by (module, name), in declaration order.
+    pub imports: Vec<((String, String), StandaloneEntityType)>,
+    /// Exports by name, in declaration order.
+    pub exports: Vec<(String, StandaloneEntityType)>,
 }
 
 /// One step of instantiation.
@@ -270,6 +279,8 @@ pub(crate) enum ExportItem {
     Instance(Arc<BTreeMap<String, ExportItem>>),
     /// A core module, by static index.
     Module(usize),
+    /// A core module the component imported, by runtime import index.
+    ImportedModule(usize),
     /// A resource type, by resource-table type index.
     Resource(usize),
     /// Another type: nothing to instantiate.

@@ -73,6 +73,9 @@ pub struct InstanceData {
     pub(crate) resource_types: Vec<ResourceType>,
     /// The host destructor (a `HostDtor<T>`) of each imported resource.
     pub(crate) imported_dtors: Vec<Arc<dyn Any + Send + Sync>>,
+    /// By runtime import index, the module given for each import that is a
+    /// core module, which the component may export again.
+    pub(crate) imported_modules: Vec<Option<crate::Module>>,
 }
 
 impl InstanceData {
@@ -353,6 +356,14 @@ impl<T: 'static> InstancePre<T> {
                 .collect(),
             resource_types,
             imported_dtors,
+            imported_modules: self
+                .imports
+                .iter()
+                .map(|def| match def {
+                    Definition::Module(m) => Some(m.clone()),
+                    _ => None,
+                })
+                .collect(),
         });
         let mut cx = Instantiation {
             data: &data,
@@ -1127,6 +1138,9 @@ impl Instance {
         let (data, item) = self.export_item(&store.0.opaque, name)?;
         match item {
             ExportItem::Module(m) => Some(data.component.inner.modules[m].clone()),
+            ExportItem::ImportedModule(import) => {
+                data.imported_modules.get(import).cloned().flatten()
+            }
             _ => None,
         }
     }

@@ -1,7 +1,7 @@
 //! [`Linker`]: host definitions for a component's imports, by name.
 
 use super::compiled::Component;
-use super::info::{ComponentInfo, ExternTy};
+use super::info::{ComponentInfo, ExternTy, ModuleTy};
 use super::instance::{Instance, InstancePre};
 use super::instance::{Lowering, block_on_host, dynamic_host_call, host_call};
 use super::resources::{HostDtor, ResourceType};
@@ -10,8 +10,9 @@ use super::typed::{
 };
 use super::types::ComponentFunc;
 use super::values::Val;
+use crate::runtime::instance::typecheck_entity_type;
 use crate::{AsContextMut, Engine, Module, StoreContextMut};
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -211,7 +212,7 @@ impl<T: 'static> Linker<T> {
                 ExternTy::Resource(_) => {
                     ns.resource(name, ResourceType::host::<UnknownImport>(), |_, _| Ok(()))
                 }
-                ExternTy::Module { .. } | ExternTy::Component => {
+                ExternTy::Module(_) | ExternTy::Component => {
                     bail!("unable to define the import `{full}` as a trap: it is not a function")
                 }
                 ExternTy::Type(_) | ExternTy::CoreFunc => Ok(()),
@@ -577,7 +578,7 @@ fn missing(name: &str, ty: &ExternTy) -> anyhow::Error {
     let kind = match ty {
         ExternTy::Func(_) => "function",
         ExternTy::Instance(_) => "instance",
-        ExternTy::Module { .. } => "module",
+        ExternTy::Module(_) => "module",
         ExternTy::Component => "component",
         ExternTy::Type(_) | ExternTy::Resource(_) => "type",
         ExternTy::CoreFunc => "core function",
@@ -644,23 +645,8 @@ impl Typecheck<'_> {
                 }
                 Ok(())
             }
-            (ExternTy::Module { imports, exports }, Definition::Module(m)) => {
-                for (module, field) in imports.iter() {
-                    if !m
-                        .imports()
-                        .any(|i| i.module() == module && i.name() == field)
-                    {
-                        bail!(
-                            "module `{name}` does not import `{module}`::`{field}` as its type says"
-                        );
-                    }
-                }
-                for export in exports.iter() {
-                    if m.get_export(export).is_none() {
-                        bail!("module `{name}` has no export named `{export}`");
-                    }
-                }
-                Ok(())
+            (ExternTy::Module(expected), Definition::Module(m)) => {
+                typecheck_module(expected, m).with_context(|| format!("module `{name}`"))
             }
             (ExternTy::Type(_), _) => Ok(()),
             (ExternTy::Resource(_), Definition::Resource(given, _)) => {
@@ -679,7 +665,7 @@ impl Typecheck<'_> {
                 match ty {
                     ExternTy::Func(_) => "function",
                     ExternTy::Instance(_) => "instance",
-                    ExternTy::Module { .. } => "module",
+                    ExternTy::Module(_) => "module",
                     ExternTy::Component => "component",
                     ExternTy::CoreFunc => "core func",
                     ExternTy::Type(_) => "type",
@@ -689,6 +675,39 @@ impl Typecheck<'_> {
             )),
         }
     }
+}
+
+/// Checks that core module `actual` has module type `expected`: it exports
+/// everything the type lists, each of a subtype, and imports only what the
+/// type lists, each of a supertype (the importer supplies items of the
+/// type's import types, and the module must accept them). Messages follow
+/// upstream's, which tools and tests match on.
+fn typecheck_module(expected: &ModuleTy, actual: &crate::Module) -> Result<()> {
+    let info = actual.info();
+    for (name, expected) in &expected.exports {
+        let index = info
+            .exports
+            .iter()
+            .find(|(export, _)| export == name)
+            .map(|(_, index)| *index)
+            .ok_or_else(|| anyhow!("module export `{name}` not defined"))?;
+        let actual = info.standalone_entity_type(&info.entity_type(index));
+        typecheck_entity_type(expected, &actual)
+            .with_context(|| format!("module export `{name}` has the wrong type"))?;
+    }
+    for import in &info.imports {
+        let (module, field) = (&import.module, &import.field);
+        let expected = expected
+            .imports
+            .iter()
+            .find(|((m, f), _)| m == module && f == field)
+            .map(|(_, ty)| ty)
+            .ok_or_else(|| anyhow!("module import `{module}::{field}` not defined"))?;
+        let actual = info.standalone_entity_type(&import.ty);
+        typecheck_entity_type(&actual, expected)
+            .with_context(|| format!("module import `{module}::{field}` has the wrong type"))?;
+    }
+    Ok(())
 }
 
 /// The host resource type of the stubs that

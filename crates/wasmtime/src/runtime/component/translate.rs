@@ -24,7 +24,10 @@ use ct::component as cm;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use wasmparser::{Validator, WasmFeatures};
-use wasmtime_environ::{WasmFuncType, WasmRefType, WasmValType};
+use wasmtime_environ::{
+    StandaloneEntityType, WasmFuncType, WasmGlobalType, WasmMemoryType, WasmRefType, WasmTableType,
+    WasmValType,
+};
 
 /// Translates and validates `bytes`, a component binary, with `features`
 /// as the engine's core WebAssembly features.
@@ -118,7 +121,7 @@ impl Converter<'_> {
             .trampolines
             .iter()
             .map(|(index, t)| {
-                let core_ty = self.core_func_type(c.trampolines[index]);
+                let core_ty = self.core_func_type(c.trampolines[index])?;
                 Ok(Trampoline {
                     core_ty,
                     kind: self.trampoline(t)?,
@@ -177,8 +180,8 @@ impl Converter<'_> {
                 cm::Export::ModuleStatic { index, .. } => {
                     ExportItem::Module(index.as_u32() as usize)
                 }
-                cm::Export::ModuleImport { .. } => {
-                    return Err(unsupported("re-exporting an imported core module"));
+                cm::Export::ModuleImport { import, .. } => {
+                    ExportItem::ImportedModule(import.as_u32() as usize)
                 }
                 cm::Export::Instance { exports, .. } => {
                     ExportItem::Instance(Arc::new(self.exports(c, exports)?))
@@ -351,13 +354,65 @@ impl Converter<'_> {
         })
     }
 
-    fn core_func_type(&self, index: ct::ModuleInternedTypeIndex) -> WasmFuncType {
+    fn core_func_type(&self, index: ct::ModuleInternedTypeIndex) -> Result<WasmFuncType> {
         let ty = self.types.module_types()[index].unwrap_func();
-        let convert = |tys: &[ct::WasmValType]| tys.iter().map(core_val_type).collect();
-        WasmFuncType {
-            params: convert(ty.params()),
-            results: convert(ty.results()),
+        let convert =
+            |tys: &[ct::WasmValType]| tys.iter().map(core_val_type).collect::<Result<_>>();
+        Ok(WasmFuncType {
+            params: convert(ty.params())?,
+            results: convert(ty.results())?,
+        })
+    }
+
+    /// The function type that a core type reference in a module type names.
+    fn core_func_type_ref(&self, index: ct::EngineOrModuleTypeIndex) -> Result<WasmFuncType> {
+        match index {
+            ct::EngineOrModuleTypeIndex::Module(index) => self.core_func_type(index),
+            _ => Err(unsupported(
+                "a core type outside the component's module types",
+            )),
         }
+    }
+
+    /// The type of one import or export in a component's core module type.
+    fn core_entity_type(&self, ty: &ct::EntityType) -> Result<StandaloneEntityType> {
+        let index_32 = |index: ct::IndexType, what: &str| match index {
+            ct::IndexType::I32 => Ok(()),
+            ct::IndexType::I64 => Err(unsupported(what)),
+        };
+        Ok(match ty {
+            ct::EntityType::Function(f) => {
+                StandaloneEntityType::Function(self.core_func_type_ref(*f)?)
+            }
+            ct::EntityType::Tag(t) => {
+                StandaloneEntityType::Tag(self.core_func_type_ref(t.signature)?)
+            }
+            ct::EntityType::Global(g) => StandaloneEntityType::Global(WasmGlobalType {
+                content: core_val_type(&g.wasm_ty)?,
+                mutable: g.mutability,
+            }),
+            ct::EntityType::Table(t) => {
+                index_32(t.idx_type, "a 64-bit table")?;
+                StandaloneEntityType::Table(WasmTableType {
+                    element: core_ref_type(&t.ref_type)?,
+                    minimum: t.limits.min,
+                    maximum: t.limits.max,
+                })
+            }
+            ct::EntityType::Memory(m) => {
+                index_32(m.idx_type, "a 64-bit memory")?;
+                if m.shared {
+                    return Err(unsupported("a shared memory"));
+                }
+                if m.page_size_log2 != 16 {
+                    return Err(unsupported("a memory with a custom page size"));
+                }
+                StandaloneEntityType::Memory(WasmMemoryType {
+                    minimum: m.limits.min,
+                    maximum: m.limits.max,
+                })
+            }
+        })
     }
 
     fn func_ty(&mut self, index: cm::TypeFuncIndex) -> Result<Arc<FuncTy>> {
@@ -392,10 +447,19 @@ impl Converter<'_> {
             }
             cm::TypeDef::Module(m) => {
                 let m = &self.types[*m];
-                ExternTy::Module {
-                    imports: Arc::new(m.imports.keys().cloned().collect()),
-                    exports: Arc::new(m.exports.keys().cloned().collect()),
-                }
+                let imports = m
+                    .imports
+                    .iter()
+                    .map(|((module, name), ty)| {
+                        Ok(((module.clone(), name.clone()), self.core_entity_type(ty)?))
+                    })
+                    .collect::<Result<_>>()?;
+                let exports = m
+                    .exports
+                    .iter()
+                    .map(|(name, ty)| Ok((name.clone(), self.core_entity_type(ty)?)))
+                    .collect::<Result<_>>()?;
+                ExternTy::Module(Arc::new(ModuleTy { imports, exports }))
             }
             cm::TypeDef::Component(_) => ExternTy::Component,
             cm::TypeDef::Interface(t) => ExternTy::Type(self.interface(t)?),
@@ -496,19 +560,26 @@ impl Converter<'_> {
     }
 }
 
-fn core_val_type(ty: &ct::WasmValType) -> WasmValType {
-    match ty {
+fn core_val_type(ty: &ct::WasmValType) -> Result<WasmValType> {
+    Ok(match ty {
         ct::WasmValType::I32 => WasmValType::I32,
         ct::WasmValType::I64 => WasmValType::I64,
         ct::WasmValType::F32 => WasmValType::F32,
         ct::WasmValType::F64 => WasmValType::F64,
         ct::WasmValType::V128 => WasmValType::V128,
-        // Trampolines and adapters pass only numbers; a reference here is
-        // a function reference at most, which our runtime spells funcref.
-        ct::WasmValType::Ref(r) => match r.heap_type.top() {
-            ct::WasmHeapTopType::Extern => WasmValType::Ref(WasmRefType::ExternRef),
-            _ => WasmValType::Ref(WasmRefType::FuncRef),
-        },
+        ct::WasmValType::Ref(r) => WasmValType::Ref(core_ref_type(r)?),
+    })
+}
+
+/// The reference types our core engine has: the nullable abstract
+/// `funcref`, `externref` and `exnref`. The validator refuses the others
+/// (function references and GC are off), so an error here is defensive.
+fn core_ref_type(ty: &ct::WasmRefType) -> Result<WasmRefType> {
+    match (ty.nullable, &ty.heap_type) {
+        (true, ct::WasmHeapType::Func) => Ok(WasmRefType::FuncRef),
+        (true, ct::WasmHeapType::Extern) => Ok(WasmRefType::ExternRef),
+        (true, ct::WasmHeapType::Exn) => Ok(WasmRefType::ExnRef),
+        _ => Err(unsupported(&format!("the core reference type `{ty}`"))),
     }
 }
 
