@@ -26,6 +26,20 @@ fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
+# Swap, so that the reset tests and the reset fuzz target meet written pages
+# the kernel moved out (`tests/reset.rs`, reset_finds_written_pages_in_swap).
+# A machine may refuse a swap file (no privileges, a filesystem without
+# swap support): then those checks say they are skipped, and CI goes on.
+if [ "$(id -u)" -eq 0 ] && ! grep -q '^/' /proc/swaps 2>/dev/null; then
+    swapfile=/var/tmp/wasmtime-ci.swap
+    if fallocate -l 512M "$swapfile" 2>/dev/null && chmod 600 "$swapfile" &&
+        mkswap "$swapfile" >/dev/null 2>&1 && swapon "$swapfile" 2>/dev/null; then
+        echo "install: swap on $swapfile (512 MiB)"
+    else
+        rm -f "$swapfile"
+        echo "install: no swap (the system refused a swap file); tests of swapped-out pages will skip"
+    fi
+fi
 # The real guest components themselves, into target/guests/ (needs PyPI the
 # first time; fast when they are already built).
 "$(dirname "$0")/build-guests.sh"

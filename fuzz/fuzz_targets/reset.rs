@@ -913,7 +913,36 @@ fn pageout(store: &mut Store<Host>, view: &View) {
             (0, false) => "pageout_without_swap_no_effect",
             _ => "pageout_failed",
         });
+        if rc == 0 && reset::swap_present() {
+            // What the reset will meet: pages the kernel really moved out
+            // (the advice is only a request).
+            stats::add("pages_in_swap_after_pageout", pages_in_swap(ptr, len));
+        }
     }
+}
+
+/// How many pages of `ptr..ptr + len` (page-aligned) the kernel's page
+/// map says are in swap (bit 62 of each `/proc/self/pagemap` entry).
+fn pages_in_swap(ptr: *const u8, len: usize) -> u64 {
+    use std::os::unix::fs::FileExt;
+    const PAGE: usize = 4096;
+    const SWAPPED: u64 = 1 << 62;
+    let Ok(map) = std::fs::File::open("/proc/self/pagemap") else {
+        stats::bump("pagemap_unreadable");
+        return 0;
+    };
+    let mut entries = vec![0u8; len / PAGE * 8];
+    if map
+        .read_exact_at(&mut entries, (ptr as usize / PAGE * 8) as u64)
+        .is_err()
+    {
+        stats::bump("pagemap_unreadable");
+        return 0;
+    }
+    entries
+        .chunks_exact(8)
+        .filter(|e| u64::from_ne_bytes((*e).try_into().unwrap()) & SWAPPED != 0)
+        .count() as u64
 }
 
 /// With `FUZZ_DUMP_WASM=path`, writes the module (before the rewrite);
