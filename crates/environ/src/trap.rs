@@ -87,6 +87,10 @@ traps! {
     InvalidDiscriminant = "invalid variant discriminant",
     /// An adapter met a pointer not aligned for what it points to.
     UnalignedPointer = "unaligned pointer",
+    /// A WebAssembly exception reached the boundary of a component (an
+    /// adapter between two components, a resource destructor, a host
+    /// import): the component model lets none cross it.
+    UncaughtException = "uncaught exception propagated out of component",
 }
 
 impl Trap {

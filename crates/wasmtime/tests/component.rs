@@ -588,3 +588,190 @@ fn an_imported_core_module_must_have_the_imported_module_type() -> wasmtime::Res
     }
     Ok(())
 }
+
+/// Component `$B` calls `f` of component `$A` inside a `try_table` whose
+/// `catch_all` runs `unreachable`: an exception that crossed the boundary
+/// would land there. `$A` is `a_body` (which defines tag `$t`, exports
+/// core `f` and may export `realloc`, `memory` and `post-f`); `lift_opts`
+/// and the string parameter decide what the adapter calls in `$A`.
+fn boundary_component(a_body: &str, lift_opts: &str, with_string: bool) -> String {
+    let (param, lower_opts, core_params, args) = if with_string {
+        (
+            r#"(param "s" string)"#,
+            r#"(memory (core memory $libc "memory"))"#,
+            "(param i32 i32)",
+            "(i32.const 16) (i32.const 5)",
+        )
+    } else {
+        ("", "", "", "")
+    };
+    format!(
+        r#"(component
+  (component $A
+    (core module $m (tag $t) {a_body})
+    (core instance $i (instantiate $m))
+    (func (export "f") {param} (canon lift (core func $i "f") {lift_opts})))
+  (component $B
+    (import "f" (func $f {param}))
+    (core module $libc (memory (export "memory") 1) (data (i32.const 16) "hello"))
+    (core instance $libc (instantiate $libc))
+    (core func $f-core (canon lower (func $f) {lower_opts}))
+    (core module $m
+      (import "" "f" (func $f {core_params}))
+      (func (export "run")
+        (block $caught
+          (try_table (catch_all $caught) (call $f {args}))
+          (return))
+        unreachable))
+    (core instance $i (instantiate $m (with "" (instance (export "f" (func $f-core))))))
+    (func (export "run") (canon lift (core func $i "run"))))
+  (instance $a (instantiate $A))
+  (instance $b (instantiate $B (with "f" (func $a "f"))))
+  (export "run" (func $b "run")))"#
+    )
+}
+
+/// Calls export `run` of `wat` with `linker`'s imports: `Ok` or the trap.
+fn run_boundary(
+    engine: &Engine,
+    linker: &Linker<()>,
+    wat: &str,
+) -> wasmtime::Result<Result<(), wasmtime::Trap>> {
+    let component = Component::new(engine, wat)?;
+    let mut store = Store::new(engine, ());
+    let instance = linker.instantiate(&mut store, &component)?;
+    let run = instance.get_typed_func::<(), ()>(&mut store, "run")?;
+    Ok(match run.call(&mut store, ()) {
+        Ok(()) => {
+            run.post_return(&mut store)?;
+            Ok(())
+        }
+        Err(e) => Err(*e
+            .downcast_ref::<wasmtime::Trap>()
+            .unwrap_or_else(|| panic!("not a trap: {e:?}"))),
+    })
+}
+
+#[test]
+fn exceptions_do_not_cross_component_boundaries() -> wasmtime::Result<()> {
+    use wasmtime::Trap;
+    let engine = engine();
+    let linker = Linker::<()>::new(&engine);
+    let uncaught = Err(Trap::UncaughtException);
+
+    // The callee throws; caught inside the callee it is nobody's business.
+    let throws = r#"(func (export "f") (throw $t))"#;
+    let catches = r#"(func $throw (throw $t))
+        (func (export "f") (block $c (try_table (catch_all $c) (call $throw))))"#;
+    for (body, expected) in [(throws, uncaught), (catches, Ok(()))] {
+        let outcome = run_boundary(&engine, &linker, &boundary_component(body, "", false))?;
+        assert_eq!(outcome, expected, "{body}");
+    }
+
+    // The adapter calls the callee's `realloc` to pass a string, and its
+    // `post-return` after the call: either may throw.
+    let realloc_throws = r#"(memory (export "memory") 1)
+        (func (export "realloc") (param i32 i32 i32 i32) (result i32) (throw $t))
+        (func (export "f") (param i32 i32))"#;
+    let wat = boundary_component(
+        realloc_throws,
+        r#"(memory (core memory $i "memory")) (realloc (core func $i "realloc"))"#,
+        true,
+    );
+    assert_eq!(run_boundary(&engine, &linker, &wat)?, uncaught, "realloc");
+    let post_return_throws = r#"(func (export "f")) (func (export "post-f") (throw $t))"#;
+    let wat = boundary_component(
+        post_return_throws,
+        r#"(post-return (core func $i "post-f"))"#,
+        false,
+    );
+    assert_eq!(
+        run_boundary(&engine, &linker, &wat)?,
+        uncaught,
+        "post-return"
+    );
+
+    // A resource destructor of `$A` that throws when `$B` drops the
+    // handle. The destructor is named when the type is declared, before
+    // the code that throws exists, so it calls through a table that the
+    // start function of a later module fills.
+    let dtor = r#"(component
+  (component $A
+    (core module $shim
+      (type $d (func (param i32)))
+      (table (export "slot") 1 funcref)
+      (func (export "dtor") (param i32) (call_indirect (type $d) (local.get 0) (i32.const 0))))
+    (core instance $shim (instantiate $shim))
+    (type $r (resource (rep i32) (dtor (core func $shim "dtor"))))
+    (core func $r.new (canon resource.new $r))
+    (core module $a
+      (import "" "r.new" (func $r.new (param i32) (result i32)))
+      (import "" "slot" (table 1 funcref))
+      (tag $t)
+      (func $dtor (param i32) (throw $t))
+      (elem (i32.const 0) func $dtor)
+      (func (export "make") (result i32) (call $r.new (i32.const 7))))
+    (core instance $a (instantiate $a (with "" (instance
+      (export "r.new" (func $r.new)) (export "slot" (table $shim "slot"))))))
+    (export $r-export "r" (type $r))
+    (func (export "make") (result (own $r-export)) (canon lift (core func $a "make"))))
+  (component $B
+    (import "a" (instance $a
+      (export "r" (type $r (sub resource)))
+      (export "make" (func (result (own $r))))))
+    (alias export $a "r" (type $r))
+    (core func $make (canon lower (func $a "make")))
+    (core func $drop (canon resource.drop $r))
+    (core module $m
+      (import "" "make" (func $make (result i32)))
+      (import "" "drop" (func $drop (param i32)))
+      (func (export "run")
+        (local $h i32)
+        (local.set $h (call $make))
+        (block $caught
+          (try_table (catch_all $caught) (call $drop (local.get $h)))
+          (return))
+        unreachable))
+    (core instance $i (instantiate $m (with "" (instance
+      (export "make" (func $make)) (export "drop" (func $drop))))))
+    (func (export "run") (canon lift (core func $i "run"))))
+  (instance $a (instantiate $A))
+  (instance $b (instantiate $B (with "a" (instance $a))))
+  (export "run" (func $b "run")))"#;
+    assert_eq!(
+        run_boundary(&engine, &linker, dtor)?,
+        uncaught,
+        "destructor"
+    );
+
+    // A host import returning a string: lowering it calls the caller's
+    // own `realloc`, which throws; the host call is a boundary too.
+    let host = r#"(component
+  (import "h" (func $h (result string)))
+  (core module $libc
+    (tag $t)
+    (memory (export "memory") 1)
+    (func (export "realloc") (param i32 i32 i32 i32) (result i32) (throw $t)))
+  (core instance $libc (instantiate $libc))
+  (core func $h-core (canon lower (func $h)
+    (memory (core memory $libc "memory")) (realloc (core func $libc "realloc"))))
+  (core module $m
+    (import "" "h" (func $h (param i32)))
+    (func (export "run")
+      (block $caught
+        (try_table (catch_all $caught) (call $h (i32.const 64)))
+        (return))
+      unreachable))
+  (core instance $i (instantiate $m (with "" (instance (export "h" (func $h-core))))))
+  (func (export "run") (canon lift (core func $i "run"))))"#;
+    let mut linker = Linker::<()>::new(&engine);
+    linker
+        .root()
+        .func_wrap("h", |_, ()| Ok((String::from("from the host"),)))?;
+    assert_eq!(
+        run_boundary(&engine, &linker, host)?,
+        uncaught,
+        "host import"
+    );
+    Ok(())
+}

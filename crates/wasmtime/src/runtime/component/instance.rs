@@ -551,7 +551,8 @@ impl<T: 'static> Instantiation<'_, T> {
                     &mut *store,
                     ty,
                     move |mut caller: Caller<'_, T>, args, results| {
-                        call_host(&mut caller, &data, &lowering, args, results)
+                        let result = call_host(&mut caller, &data, &lowering, args, results);
+                        contain_exception(&mut caller, result)
                     },
                 )
             }
@@ -581,10 +582,11 @@ impl<T: 'static> Instantiation<'_, T> {
                         let dropped =
                             data.resources()
                                 .drop_handle(instance, resource, arg(args, 0)?)?;
-                        match dropped {
+                        let result = match dropped {
                             Some(rep) => data.run_destructor(&mut caller.store, resource, rep),
                             None => Ok(()),
-                        }
+                        };
+                        contain_exception(&mut caller, result)
                     },
                 )
             }
@@ -750,6 +752,25 @@ pub(crate) struct Lowering<T: 'static> {
 
 /// A guest's call of a host import: the host function runs with the
 /// arguments lifted as it takes them, and its results are lowered back.
+/// The component model lets no WebAssembly exception cross a component's
+/// boundary. Adapter modules catch what crosses between two components
+/// (`Trap::UncaughtException`); this does the same where a trampoline ran
+/// code on its caller's behalf: a host import (which may call the caller's
+/// `realloc`, or return a thrown exception itself) or a resource destructor
+/// (possibly another component's). Such an exception would otherwise be
+/// thrown on into the calling component, whose handlers could catch it.
+fn contain_exception<T>(caller: &mut Caller<'_, T>, result: Result<()>) -> Result<()> {
+    match result {
+        Err(e) if e.is::<crate::ThrownException>() => {
+            // No longer pending: nothing may catch or rethrow it (its slot
+            // stays in the store, as every escaped exception's does).
+            caller.as_context_mut().take_pending_exception();
+            Err(crate::Trap::UncaughtException.into())
+        }
+        other => other,
+    }
+}
+
 fn call_host<T>(
     caller: &mut Caller<'_, T>,
     data: &Arc<InstanceData>,

@@ -627,6 +627,7 @@ pub(crate) fn adapter_trap(code: i32) -> anyhow::Error {
         Some(ct::Trap::ListOutOfBounds) => T::ListOutOfBounds,
         Some(ct::Trap::InvalidDiscriminant) => T::InvalidDiscriminant,
         Some(ct::Trap::UnalignedPointer) => T::UnalignedPointer,
+        Some(ct::Trap::UncaughtException) => T::UncaughtException,
         Some(ct::Trap::UnreachableCodeReached) => T::UnreachableCodeReached,
         Some(ct::Trap::MemoryOutOfBounds) => T::MemoryOutOfBounds,
         _ => return anyhow!(trap_message(code)),
