@@ -33,7 +33,9 @@ if [ "${1:-}" = --compare ]; then
     shift 3
 fi
 filter="${1:-}"
-cargo build --quiet --release -p wasmtime-mmu-benches
+# The whole workspace, so that dependency features resolve as in the test
+# build and it is reused (`-p` would rebuild most dependencies).
+cargo build --quiet --release --workspace --all-targets
 bench="${CARGO_TARGET_DIR:-$PWD/target}/release/bench"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
