@@ -161,10 +161,6 @@ impl EngineKind {
 /// listed file that now passes (so the list stays true).
 const KNOWN_FAILURES_OURS: &[(&str, &str)] = &[
     (
-        "spec/validation/instantiation.wast",
-        "a shared memory is refused by our core features before the expected type mismatch",
-    ),
-    (
         "wasmtime-misc/alias-region-known-imported-entities.wast",
         "needs core GC (`wasm_gc`)",
     ),

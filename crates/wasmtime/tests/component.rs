@@ -95,6 +95,54 @@ fn the_component_model_must_be_enabled() {
 }
 
 #[test]
+fn threads_inside_a_component_are_refused_at_load() {
+    let engine = engine();
+    // The component validator knows shared memories, so a component that
+    // links a shared-memory import against an unshared memory gets the
+    // validator's own reason...
+    let err = Component::new(
+        &engine,
+        r#"(component
+             (core module $m1 (import "" "m" (memory 1 2 shared)))
+             (core module $m2 (memory (export "m") 1))
+             (core instance $i (instantiate $m2))
+             (core instance (instantiate $m1 (with "" (instance $i)))))"#,
+    )
+    .unwrap_err();
+    assert!(
+        format!("{err:#}").contains("mismatch in the shared flag for memories"),
+        "{err:#}"
+    );
+    // ...and one that is valid is still refused when it is built, whether
+    // it shares a memory, uses an atomic instruction, or only imports a
+    // module type with a shared memory.
+    for (what, wat) in [
+        (
+            "a shared memory",
+            r#"(component (core module (memory 1 1 shared)))"#,
+        ),
+        (
+            "an atomic instruction",
+            r#"(component (core module (memory 1)
+                 (func (result i32) (i32.atomic.load (i32.const 0)))))"#,
+        ),
+        (
+            "an imported module type with a shared memory",
+            r#"(component (import "m" (core module (import "" "" (memory 1 1 shared)))))"#,
+        ),
+    ] {
+        let err = match Component::new(&engine, wat) {
+            Ok(_) => panic!("a component with {what} was accepted"),
+            Err(e) => format!("{e:#}"),
+        };
+        assert!(
+            err.contains("threads") || err.contains("shared"),
+            "{what}: {err}"
+        );
+    }
+}
+
+#[test]
 fn a_missing_import_is_named() -> wasmtime::Result<()> {
     let engine = engine();
     let component = Component::new(&engine, GREETER)?;

@@ -96,9 +96,12 @@ impl Component {
         let mut info = translate::translate(engine.config().features, binary)?;
         let modules = std::mem::take(&mut info.modules)
             .iter()
-            .map(|wasm| match use_cache {
-                true => Module::from_binary(engine, wasm.bytes(binary)),
-                false => Module::compile(engine, wasm.bytes(binary)),
+            .map(|wasm| {
+                match use_cache {
+                    true => Module::from_binary(engine, wasm.bytes(binary)),
+                    false => Module::compile(engine, wasm.bytes(binary)),
+                }
+                .with_context(|| format!("failed to compile {}", wasm.describe()))
             })
             .collect::<Result<Vec<_>>>()?;
         Component::assemble(engine, info, ComponentBinary::Owned(binary.into()), modules)

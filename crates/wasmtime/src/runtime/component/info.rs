@@ -32,6 +32,21 @@ impl ModuleBytes {
             ModuleBytes::Generated(bytes) => bytes,
         }
     }
+
+    /// Where the module comes from, for error messages: a core module's
+    /// errors give offsets within that module, so the reader needs to know
+    /// where it starts.
+    pub fn describe(&self) -> String {
+        match self {
+            ModuleBytes::InComponent(range) => {
+                format!(
+                    "the core module at byte {:#x} of the component",
+                    range.start
+                )
+            }
+            ModuleBytes::Generated(_) => "an adapter module generated for the component".into(),
+        }
+    }
 }
 
 /// A translated component.

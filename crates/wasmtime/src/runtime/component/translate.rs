@@ -11,7 +11,13 @@
 //! The validator gets the engine's core features plus the component model
 //! and none of its later extensions: async, threads, error contexts, GC,
 //! maps and fixed-length lists are refused when a component is built, not
-//! when it runs.
+//! when it runs. One exception: it also knows core shared memories and
+//! atomics, so that a component which links a shared memory against an
+//! unshared one gets the validator's precise reason (the spec tests expect
+//! it) instead of "threads must be enabled". Such a component still never
+//! runs: each core module is compiled with the engine's own features, which
+//! refuse shared memories and atomics, and a shared memory in a module type
+//! is refused when its type is converted here.
 
 use super::info::*;
 use super::types::{FuncTy, InterfaceType};
@@ -39,7 +45,8 @@ pub(crate) fn translate(features: WasmFeatures, bytes: &[u8]) -> Result<Componen
     // Nothing here reads the DWARF sections; our own module translation
     // finds names where it needs them.
     tunables.parse_wasm_debuginfo = false;
-    let features = features | WasmFeatures::COMPONENT_MODEL;
+    // THREADS for the validator's messages only; see the top of this file.
+    let features = features | WasmFeatures::COMPONENT_MODEL | WasmFeatures::THREADS;
     let mut validator = Validator::new_with_features(features);
     let mut types = cm::ComponentTypesBuilder::new(&validator);
     let scope = ct::ScopeVec::new();
