@@ -180,11 +180,6 @@ const KNOWN_FAILURES_OURS: &[(&str, &str)] = &[
         "wasmtime-misc/alias-region-reexported-known-entities.wast",
         "needs core GC (`wasm_gc`)",
     ),
-    (
-        "wasmtime-misc/exceptions.wast",
-        "needs core function references (`wasm_function_references`) beside exceptions \
-         (its boundary cases are tested without them in crates/wasmtime/tests/component.rs)",
-    ),
 ];
 
 /// The folder of test files, and whether it is the default one (whose

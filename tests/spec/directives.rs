@@ -349,6 +349,13 @@ const EQUIVALENT_MESSAGES: &[(&str, &str)] = &[
     ),
     // The reference interpreter names the element; runtimes do not.
     ("uninitialized element 2", "uninitialized element"),
+    // `Trap::NullReference` (upstream's text) covers every null that an
+    // instruction refuses, `call_ref`'s included.
+    ("null function reference", "null reference"),
+    (
+        "immutable global",
+        "global is immutable: cannot modify it with `global.set`",
+    ),
     (
         "type mismatch: instruction requires [i32] but stack has []",
         "type mismatch: expected i32 but nothing on stack",

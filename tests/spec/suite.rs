@@ -34,26 +34,22 @@ const SKIPPED: &[(&str, &str)] = &[];
 const NEEDS_MULTI_MEMORY: &[&str] = &["simd/simd_memory-multi.wast"];
 
 /// The folders of the Wasm 3.0 proposals that run with their proposal (and,
-/// for exceptions, tail calls, which `try_table.wast` uses) switched on.
+/// for exceptions, tail calls and typed function references, which
+/// `try_table.wast` uses) switched on.
 const EXCEPTIONS_DIR: &str = "exceptions/";
 const TAIL_CALL_DIR: &str = "tail-call/";
+/// The typed function references proposal's folder (with tail calls, for
+/// `return_call_ref`).
+const FUNCTION_REFERENCES_DIR: &str = "function-references/";
 
 /// Parts of files that need a proposal this engine lacks: file, first and
 /// last line, and why. Their directives are not run; each is printed.
-const NEEDS_LACKING_PROPOSAL: &[(&str, usize, usize, &str)] = &[
-    (
-        "exceptions/tag.wast",
-        28,
-        65,
-        "link-time typing of tags declared in rec groups needs the GC proposal",
-    ),
-    (
-        "exceptions/try_table.wast",
-        417,
-        495,
-        "payloads of typed function references need the function-references proposal",
-    ),
-];
+const NEEDS_LACKING_PROPOSAL: &[(&str, usize, usize, &str)] = &[(
+    "exceptions/tag.wast",
+    28,
+    65,
+    "link-time typing of tags declared in rec groups needs the GC proposal",
+)];
 
 /// The configuration every file runs under: Wasm 2.0 (which includes SIMD,
 /// bulk memory, reference types and multi-value) with the later proposals
@@ -61,21 +57,25 @@ const NEEDS_LACKING_PROPOSAL: &[(&str, usize, usize, &str)] = &[
 /// valid that the 2.0 files expect to be rejected: with memory64,
 /// `binary-leb128.wast`'s over-long limits decode; with multi-memory,
 /// `memory.wast`'s second memory validates. Extended-const changes no 2.0
-/// outcome and stays allowed.
+/// outcome and stays allowed, except in the function-references folder,
+/// whose `elem.wast` expects `i32.add` to be no constant expression.
 fn spec_config(name: &str) -> Config {
     let multi_memory = NEEDS_MULTI_MEMORY.contains(&name);
     let exceptions = name.starts_with(EXCEPTIONS_DIR);
-    let tail_call = exceptions || name.starts_with(TAIL_CALL_DIR);
+    let function_references = name.starts_with(FUNCTION_REFERENCES_DIR);
+    // `try_table.wast` passes typed function references as payloads.
+    let typed_refs = function_references || exceptions;
+    let tail_call = exceptions || function_references || name.starts_with(TAIL_CALL_DIR);
     let mut config = Config::new();
     config
         .wasm_simd(true)
         .wasm_bulk_memory(true)
         .wasm_reference_types(true)
         .wasm_multi_value(true)
-        .wasm_extended_const(true)
+        .wasm_extended_const(!function_references)
         .wasm_multi_memory(multi_memory)
         .wasm_gc(false)
-        .wasm_function_references(false)
+        .wasm_function_references(typed_refs)
         .wasm_tail_call(tail_call)
         .wasm_relaxed_simd(false)
         .wasm_threads(false)
@@ -86,8 +86,8 @@ fn spec_config(name: &str) -> Config {
     config
 }
 
-/// The Wasm 2.0 files and those of the SIMD, exceptions and tail-call
-/// proposals, sorted by name.
+/// The Wasm 2.0 files and those of the SIMD, exceptions, tail-call and
+/// function-references proposals, sorted by name.
 fn all_files() -> Vec<TestFile> {
     let v2 = spec(SpecVersion::V2).map(|f| TestFile {
         name: format!("wasm-v2/{}", f.name()),
@@ -105,7 +105,16 @@ fn all_files() -> Vec<TestFile> {
         name: format!("{TAIL_CALL_DIR}{}", f.name()),
         text: f.raw().to_string(),
     });
-    let mut files: Vec<TestFile> = v2.chain(simd).chain(exceptions).chain(tail_call).collect();
+    let function_references = proposal(Proposal::FunctionReferences).map(|f| TestFile {
+        name: format!("{FUNCTION_REFERENCES_DIR}{}", f.name()),
+        text: f.raw().to_string(),
+    });
+    let mut files: Vec<TestFile> = v2
+        .chain(simd)
+        .chain(exceptions)
+        .chain(tail_call)
+        .chain(function_references)
+        .collect();
     files.sort_by(|a, b| a.name.cmp(&b.name));
     files
 }

@@ -708,6 +708,37 @@ impl FuncTranslator<'_, '_> {
         self.stack.extend(results);
     }
 
+    /// `call_ref` / `return_call_ref`: calls the function reference on top
+    /// of the stack, whose type validation proved to be `ty`, so there is
+    /// no signature check; null traps on the load of its code pointer.
+    pub(crate) fn translate_call_ref(&mut self, ty: TypeIndex, tail: bool) {
+        let funcref = self.pop1();
+        let null_trap = crate::compiler::trap_code(Trap::NullReference);
+        let code = self.b.ins().load(
+            I64,
+            MemFlagsData::trusted()
+                .with_readonly()
+                .with_trap_code(Some(null_trap)),
+            funcref,
+            VMFUNCREF_WASM_CALL_OFFSET as i32,
+        );
+        let callee_vmctx = self.b.ins().load(
+            I64,
+            MemFlagsData::trusted().with_readonly(),
+            funcref,
+            VMFUNCREF_VMCTX_OFFSET as i32,
+        );
+        let sig = self.sig_ref(ty);
+        let args = self.call_args(ty, callee_vmctx);
+        if tail {
+            self.b.ins().return_call_indirect(sig, code, &args);
+            self.reachable = false;
+            return;
+        }
+        let results = self.emit_call(Callee::Indirect(sig, code), &args);
+        self.stack.extend(results);
+    }
+
     /// Calls a builtin through `vmctx.builtin_functions` with the host's
     /// C convention. A `bool` result of 0 traps as `HostCallFailed`.
     pub(crate) fn call_builtin(
@@ -877,8 +908,10 @@ impl FuncTranslator<'_, '_> {
             | Operator::Return
             | Operator::Call { .. }
             | Operator::CallIndirect { .. }
+            | Operator::CallRef { .. }
             | Operator::ReturnCall { .. }
             | Operator::ReturnCallIndirect { .. }
+            | Operator::ReturnCallRef { .. }
             | Operator::Throw { .. }
             | Operator::ThrowRef => {
                 self.fuel_flush_pending();
@@ -890,6 +923,8 @@ impl FuncTranslator<'_, '_> {
             | Operator::Br { .. }
             | Operator::BrIf { .. }
             | Operator::BrTable { .. }
+            | Operator::BrOnNull { .. }
+            | Operator::BrOnNonNull { .. }
             | Operator::End
             | Operator::Else => self.fuel_flush_pending(),
             _ => {}
@@ -897,7 +932,8 @@ impl FuncTranslator<'_, '_> {
     }
 
     pub(crate) fn fuel_after_op(&mut self, op: &Operator<'_>) {
-        if let Operator::Call { .. } | Operator::CallIndirect { .. } = op {
+        if let Operator::Call { .. } | Operator::CallIndirect { .. } | Operator::CallRef { .. } = op
+        {
             // The callee may have consumed fuel.
             self.fuel_load();
         }

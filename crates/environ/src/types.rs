@@ -55,16 +55,176 @@ impl VMSharedTypeIndex {
     pub const RESERVED: VMSharedTypeIndex = VMSharedTypeIndex(u32::MAX);
 }
 
-/// A Wasm reference type: the two nullable abstract ones of Wasm 2.0, and
-/// the exceptions proposal's `exnref`.
+/// Which function type a typed function reference names.
+///
+/// A module's code names types by their index in its own type section;
+/// everything that outlives the module's translation (runtime tables and
+/// globals, import checks against another module's exports, the public
+/// API) names them by their engine-wide id, under which equal function
+/// types of different modules are one. `ModuleInfo::canonicalize` turns
+/// the first form into the second once the module's types are registered,
+/// so two `Module` indices are never compared across modules.
 #[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
-pub enum WasmRefType {
-    /// `funcref`: a nullable pointer to a `VMFuncRef`.
-    FuncRef,
-    /// `externref`: a nullable store-local handle to a host value.
-    ExternRef,
-    /// `exnref`: a nullable store-local handle to a caught exception.
-    ExnRef,
+pub enum ConcreteFuncType {
+    /// An index into the module's own type section.
+    Module(TypeIndex),
+    /// An id from the engine's type registry.
+    Engine(VMSharedTypeIndex),
+}
+
+/// What a reference points to: the abstract heap types of the three
+/// hierarchies this runtime has (functions, host references, exceptions),
+/// and, with the function-references proposal, one function type.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
+pub enum WasmHeapType {
+    /// `func`: any function.
+    Func,
+    /// `nofunc`: no function (only null has it).
+    NoFunc,
+    /// Functions of exactly this type.
+    ConcreteFunc(ConcreteFuncType),
+    /// `extern`: any host reference.
+    Extern,
+    /// `noextern`: no host reference (only null has it).
+    NoExtern,
+    /// `exn`: any caught exception.
+    Exn,
+    /// `noexn`: no exception (only null has it).
+    NoExn,
+}
+
+impl WasmHeapType {
+    /// The most general heap type of this one's hierarchy; all heap types
+    /// of one hierarchy share a representation (funcref: a `VMFuncRef`
+    /// pointer; externref and exnref: store-local handles; null: 0).
+    pub fn top(self) -> WasmHeapType {
+        match self {
+            WasmHeapType::Func | WasmHeapType::NoFunc | WasmHeapType::ConcreteFunc(_) => {
+                WasmHeapType::Func
+            }
+            WasmHeapType::Extern | WasmHeapType::NoExtern => WasmHeapType::Extern,
+            WasmHeapType::Exn | WasmHeapType::NoExn => WasmHeapType::Exn,
+        }
+    }
+
+    /// Whether every reference of heap type `self` is one of `other`.
+    /// Concrete types must both be engine ids (or both come from one
+    /// module); without GC declared supertypes, a function type is a
+    /// subtype only of itself and of `func`.
+    pub fn matches(self, other: WasmHeapType) -> bool {
+        use WasmHeapType as H;
+        match (self, other) {
+            (a, b) if a == b => true,
+            (H::NoFunc, H::Func | H::ConcreteFunc(_)) => true,
+            (H::ConcreteFunc(_), H::Func) => true,
+            (H::NoExtern, H::Extern) => true,
+            (H::NoExn, H::Exn) => true,
+            _ => false,
+        }
+    }
+
+    /// Converts from wasmparser's heap type, refusing the GC proposal's
+    /// hierarchy, shared references and exact types.
+    pub fn from_wasmparser(ty: wasmparser::HeapType) -> Result<WasmHeapType> {
+        use wasmparser::AbstractHeapType as A;
+        Ok(match ty {
+            wasmparser::HeapType::Abstract { shared: false, ty } => match ty {
+                A::Func => WasmHeapType::Func,
+                A::NoFunc => WasmHeapType::NoFunc,
+                A::Extern => WasmHeapType::Extern,
+                A::NoExtern => WasmHeapType::NoExtern,
+                A::Exn => WasmHeapType::Exn,
+                A::NoExn => WasmHeapType::NoExn,
+                other => bail!(
+                    "heap type `{}` (GC or stack-switching proposal) is not supported",
+                    ty_name(other)
+                ),
+            },
+            wasmparser::HeapType::Abstract { shared: true, .. } => {
+                bail!("shared references (shared-everything-threads proposal) are not supported")
+            }
+            wasmparser::HeapType::Concrete(wasmparser::UnpackedIndex::Module(i)) => {
+                WasmHeapType::ConcreteFunc(ConcreteFuncType::Module(TypeIndex::from_u32(i)))
+            }
+            wasmparser::HeapType::Concrete(_) => {
+                bail!("type references inside recursion groups (GC proposal) are not supported")
+            }
+            wasmparser::HeapType::Exact(_) => {
+                bail!("exact reference types (custom-descriptors proposal) are not supported")
+            }
+        })
+    }
+
+    /// Replaces a module type index by its engine id (see
+    /// [`ConcreteFuncType`]).
+    pub fn canonicalize(&mut self, engine_id: &impl Fn(TypeIndex) -> VMSharedTypeIndex) {
+        if let WasmHeapType::ConcreteFunc(ConcreteFuncType::Module(i)) = *self {
+            *self = WasmHeapType::ConcreteFunc(ConcreteFuncType::Engine(engine_id(i)));
+        }
+    }
+}
+
+fn ty_name(ty: wasmparser::AbstractHeapType) -> &'static str {
+    use wasmparser::AbstractHeapType as A;
+    match ty {
+        A::Func => "func",
+        A::Extern => "extern",
+        A::Any => "any",
+        A::None => "none",
+        A::NoExtern => "noextern",
+        A::NoFunc => "nofunc",
+        A::Eq => "eq",
+        A::Struct => "struct",
+        A::Array => "array",
+        A::I31 => "i31",
+        A::Exn => "exn",
+        A::NoExn => "noexn",
+        A::Cont => "cont",
+        A::NoCont => "nocont",
+    }
+}
+
+/// A Wasm reference type: a heap type, and whether null belongs to it.
+/// Every reference is one pointer-sized word whatever its type, null
+/// being 0, so the type only decides what may be stored where.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
+pub struct WasmRefType {
+    /// Whether null is a value of this type.
+    pub nullable: bool,
+    /// What a non-null reference points to.
+    pub heap: WasmHeapType,
+}
+
+impl WasmRefType {
+    /// `funcref`, i.e. `(ref null func)`.
+    pub const FUNCREF: WasmRefType = WasmRefType {
+        nullable: true,
+        heap: WasmHeapType::Func,
+    };
+    /// `externref`, i.e. `(ref null extern)`.
+    pub const EXTERNREF: WasmRefType = WasmRefType {
+        nullable: true,
+        heap: WasmHeapType::Extern,
+    };
+    /// `exnref`, i.e. `(ref null exn)`.
+    pub const EXNREF: WasmRefType = WasmRefType {
+        nullable: true,
+        heap: WasmHeapType::Exn,
+    };
+
+    /// Whether a value of type `self` may be used where `other` is expected.
+    pub fn matches(self, other: WasmRefType) -> bool {
+        (!self.nullable || other.nullable) && self.heap.matches(other.heap)
+    }
+
+    /// The top of this type's hierarchy (`funcref`, `externref` or
+    /// `exnref`), which has the same representation.
+    pub fn top(self) -> WasmRefType {
+        WasmRefType {
+            nullable: true,
+            heap: self.heap.top(),
+        }
+    }
 }
 
 /// A Wasm value type.
@@ -97,6 +257,34 @@ impl WasmValType {
         })
     }
 
+    /// Whether a value of type `self` may be used where `other` is expected
+    /// (reference subtyping; other types only match themselves).
+    pub fn matches(self, other: WasmValType) -> bool {
+        match (self, other) {
+            (WasmValType::Ref(a), WasmValType::Ref(b)) => a.matches(b),
+            (a, b) => a == b,
+        }
+    }
+
+    /// Replaces module type indices by engine ids (see [`ConcreteFuncType`]).
+    pub fn canonicalize(&mut self, engine_id: &impl Fn(TypeIndex) -> VMSharedTypeIndex) {
+        if let WasmValType::Ref(r) = self {
+            r.heap.canonicalize(engine_id);
+        }
+    }
+
+    /// The module type index this type names, if it is a typed function
+    /// reference still in module form.
+    pub fn module_type_ref(self) -> Option<TypeIndex> {
+        match self {
+            WasmValType::Ref(WasmRefType {
+                heap: WasmHeapType::ConcreteFunc(ConcreteFuncType::Module(i)),
+                ..
+            }) => Some(i),
+            _ => None,
+        }
+    }
+
     /// Size in bytes of the value in a `VMGlobalDefinition` or a `ValRaw`
     /// slot (references are pointer-sized).
     pub fn byte_size(self) -> u32 {
@@ -109,28 +297,45 @@ impl WasmValType {
 }
 
 impl WasmRefType {
-    /// Converts from wasmparser's reference type, rejecting typed and
-    /// non-nullable references (function-references / GC proposals).
+    /// Converts from wasmparser's reference type (see
+    /// [`WasmHeapType::from_wasmparser`] for what is refused).
     pub fn from_wasmparser(ty: wasmparser::RefType) -> Result<WasmRefType> {
-        if ty == wasmparser::RefType::FUNCREF {
-            Ok(WasmRefType::FuncRef)
-        } else if ty == wasmparser::RefType::EXTERNREF {
-            Ok(WasmRefType::ExternRef)
-        } else if ty == wasmparser::RefType::EXNREF {
-            Ok(WasmRefType::ExnRef)
-        } else {
-            bail!("reference type `{ty}` is not supported (only funcref, externref and exnref)")
+        Ok(WasmRefType {
+            nullable: ty.is_nullable(),
+            heap: WasmHeapType::from_wasmparser(ty.heap_type())?,
+        })
+    }
+}
+
+impl fmt::Display for WasmHeapType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WasmHeapType::Func => f.write_str("func"),
+            WasmHeapType::NoFunc => f.write_str("nofunc"),
+            WasmHeapType::Extern => f.write_str("extern"),
+            WasmHeapType::NoExtern => f.write_str("noextern"),
+            WasmHeapType::Exn => f.write_str("exn"),
+            WasmHeapType::NoExn => f.write_str("noexn"),
+            WasmHeapType::ConcreteFunc(ConcreteFuncType::Module(i)) => write!(f, "{}", i.as_u32()),
+            WasmHeapType::ConcreteFunc(ConcreteFuncType::Engine(i)) => {
+                write!(f, "(engine type {})", i.0)
+            }
         }
     }
 }
 
 impl fmt::Display for WasmRefType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            WasmRefType::FuncRef => "funcref",
-            WasmRefType::ExternRef => "externref",
-            WasmRefType::ExnRef => "exnref",
-        })
+        match (self.nullable, self.heap) {
+            (true, WasmHeapType::Func) => f.write_str("funcref"),
+            (true, WasmHeapType::Extern) => f.write_str("externref"),
+            (true, WasmHeapType::Exn) => f.write_str("exnref"),
+            (true, WasmHeapType::NoFunc) => f.write_str("nullfuncref"),
+            (true, WasmHeapType::NoExtern) => f.write_str("nullexternref"),
+            (true, WasmHeapType::NoExn) => f.write_str("nullexnref"),
+            (true, heap) => write!(f, "(ref null {heap})"),
+            (false, heap) => write!(f, "(ref {heap})"),
+        }
     }
 }
 
@@ -171,6 +376,13 @@ impl WasmFuncType {
                 .map(|t| WasmValType::from_wasmparser(*t))
                 .collect::<Result<_>>()?,
         })
+    }
+
+    /// Replaces module type indices by engine ids (see [`ConcreteFuncType`]).
+    pub fn canonicalize(&mut self, engine_id: &impl Fn(TypeIndex) -> VMSharedTypeIndex) {
+        for t in self.params.iter_mut().chain(self.results.iter_mut()) {
+            t.canonicalize(engine_id);
+        }
     }
 
     /// The number of `ValRaw` slots a call of this type needs in the
@@ -226,6 +438,13 @@ impl WasmTableType {
             minimum: ty.initial,
             maximum: ty.maximum,
         })
+    }
+}
+
+impl WasmTableType {
+    /// Replaces module type indices by engine ids (see [`ConcreteFuncType`]).
+    pub fn canonicalize(&mut self, engine_id: &impl Fn(TypeIndex) -> VMSharedTypeIndex) {
+        self.element.heap.canonicalize(engine_id);
     }
 }
 
@@ -285,6 +504,13 @@ impl WasmGlobalType {
             content: WasmValType::from_wasmparser(ty.content_type)?,
             mutable: ty.mutable,
         })
+    }
+}
+
+impl WasmGlobalType {
+    /// Replaces module type indices by engine ids (see [`ConcreteFuncType`]).
+    pub fn canonicalize(&mut self, engine_id: &impl Fn(TypeIndex) -> VMSharedTypeIndex) {
+        self.content.canonicalize(engine_id);
     }
 }
 

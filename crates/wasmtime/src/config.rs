@@ -72,10 +72,6 @@ pub(crate) const DEFAULT_WASM_BACKTRACE_MAX_FRAMES: NonZeroUsize = NonZeroUsize:
 pub(crate) const UNSUPPORTED_FEATURES: &[(WasmFeatures, &str)] = &[
     (WasmFeatures::RELAXED_SIMD, "wasm_relaxed_simd"),
     (WasmFeatures::GC, "wasm_gc"),
-    (
-        WasmFeatures::FUNCTION_REFERENCES,
-        "wasm_function_references",
-    ),
     (WasmFeatures::THREADS, "wasm_threads"),
     (
         WasmFeatures::SHARED_EVERYTHING_THREADS,
@@ -94,13 +90,15 @@ impl Config {
     /// In short: the defaults enable WebAssembly 2.0 (MVP, mutable globals,
     /// sign extension, saturating float-to-int conversions, multi-value,
     /// bulk memory, reference types and SIMD) plus the multi-memory,
-    /// extended-const and tail-call proposals and, on x86_64, exception
-    /// handling, and use Cranelift with [`OptLevel::Speed`].
+    /// extended-const, tail-call and typed function references proposals
+    /// and, on x86_64, exception handling, and use Cranelift with
+    /// [`OptLevel::Speed`].
     pub fn new() -> Config {
         let mut features = WasmFeatures::WASM2
             | WasmFeatures::MULTI_MEMORY
             | WasmFeatures::EXTENDED_CONST
             | WasmFeatures::TAIL_CALL
+            | WasmFeatures::FUNCTION_REFERENCES
             | WasmFeatures::COMPONENT_MODEL;
         features.set(WasmFeatures::EXCEPTIONS, cfg!(target_arch = "x86_64"));
         Config {
@@ -323,18 +321,32 @@ impl Config {
         self.feature(WasmFeatures::GC, enable)
     }
 
-    /// Asks for the typed function references proposal, which this runtime
-    /// lacks.
+    /// Accepts (`true`) or rejects modules that use typed function
+    /// references: reference types that name a function type or exclude
+    /// null (`(ref $t)`, `(ref null func)`), and the instructions that go
+    /// with them (`call_ref`, `return_call_ref` with tail calls,
+    /// `ref.as_non_null`, `br_on_null`, `br_on_non_null`, tables with an
+    /// initial value).
     ///
-    /// Not implemented by this runtime.
+    /// A typed reference is the same pointer as a `funcref`, so typed calls
+    /// skip the signature check that `call_indirect` makes (validation
+    /// proved the type) and only trap on null. Between modules, and
+    /// between the host and a module, function types are compared by their
+    /// engine-wide identity: a global or table of `(ref $t)` accepts only
+    /// functions whose type equals `$t`, checked when imports are linked and
+    /// when the host writes a value. The GC proposal's heap types (`any`,
+    /// `eq`, `i31`, structs, arrays) and recursive type groups are not
+    /// implemented and are refused when a module is compiled, even with this
+    /// on.
     ///
     /// ## Default
     ///
-    /// Disabled.
+    /// Enabled, as upstream Wasmtime.
     ///
     /// # Errors
     ///
-    /// [`Engine::new`](crate::Engine::new) fails if this is enabled.
+    /// None from this setting. [`Engine::new`](crate::Engine::new) fails if
+    /// [`Config::wasm_gc`] is enabled, whatever this says.
     ///
     /// # Panics
     ///

@@ -306,7 +306,6 @@ fn unsupported_config_is_rejected() {
         Config::wasm_threads,
         Config::wasm_memory64,
         Config::wasm_relaxed_simd,
-        Config::wasm_function_references,
         Config::wasm_custom_page_sizes,
         Config::wasm_wide_arithmetic,
         Config::wasm_stack_switching,

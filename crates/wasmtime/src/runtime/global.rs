@@ -31,7 +31,7 @@ impl Global {
     pub fn new(mut store: impl AsContextMut, ty: GlobalType, val: Val) -> Result<Global> {
         let store = store.as_context_mut();
         let opaque = &mut store.0.opaque;
-        let wasm_ty = ty.to_wasm()?;
+        let wasm_ty = ty.to_wasm(opaque.engine())?;
         let raw = val.to_raw_wasm(opaque, wasm_ty.content).context(
             "type mismatch: initial value provided does not match the type of this global",
         )?;
@@ -57,7 +57,8 @@ impl Global {
     pub fn ty(&self, store: impl AsContext) -> GlobalType {
         let store = store.as_context();
         self.check(&store.0.opaque);
-        GlobalType::from_wasm(&store.0.opaque.globals[self.index as usize].ty)
+        let opaque = &store.0.opaque;
+        GlobalType::from_wasm(opaque.engine(), &opaque.globals[self.index as usize].ty)
     }
 
     /// The global's current value.

@@ -548,22 +548,28 @@ pub(crate) fn typecheck_entity_type(
     Ok(())
 }
 
-/// Globals match only when equal: without subtyping among our reference
-/// types there is nothing looser to allow, mutable or not.
+/// A global matches when its mutability is the same and its content type
+/// is a subtype of the expected one (immutable) or equal to it (mutable,
+/// since the importer may also write it).
 fn match_global(expected: &WasmGlobalType, actual: &WasmGlobalType) -> Result<()> {
-    if expected.content != actual.content {
-        bail!(
-            "global types incompatible: expected global of type `{}`, found global of type `{}`",
-            expected.content,
-            actual.content
-        );
-    }
     if expected.mutable != actual.mutable {
         let m = |b| if b { "mutable" } else { "immutable" };
         bail!(
             "global types incompatible: expected {} global, found {} global",
             m(expected.mutable),
             m(actual.mutable)
+        );
+    }
+    let content_ok = if expected.mutable {
+        expected.content == actual.content
+    } else {
+        actual.content.matches(expected.content)
+    };
+    if !content_ok {
+        bail!(
+            "global types incompatible: expected global of type `{}`, found global of type `{}`",
+            expected.content,
+            actual.content
         );
     }
     Ok(())

@@ -447,11 +447,12 @@ impl Module {
             text_len,
         )?);
         let code = Arc::new(code);
+        // From here on every type of the module names function types by
+        // engine id, as anything compared with other modules must.
+        let mut info = info;
         let type_ids: Box<[VMSharedTypeIndex]> = info
-            .types
-            .values()
-            .map(|ty| engine.signatures().register(ty))
-            .collect();
+            .register_types(|ty| engine.signatures().register(ty))
+            .into();
         let mut entry_trampolines = HashMap::new();
         for (ty, loc) in tables.entry_trampolines.iter() {
             let addr = code.text_start() + loc.start as usize;

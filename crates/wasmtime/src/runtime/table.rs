@@ -28,7 +28,7 @@ impl Table {
     pub fn new(mut store: impl AsContextMut, ty: TableType, init: Ref) -> Result<Table> {
         let store = store.as_context_mut();
         let opaque = &mut store.0.opaque;
-        let wasm_ty = ty.to_wasm()?;
+        let wasm_ty = ty.to_wasm(opaque.engine())?;
         let raw = init.to_raw_element(opaque, wasm_ty.element)?;
         // SAFETY: the table owns its definition.
         let index = unsafe { opaque.new_table(&wasm_ty, raw, None, false)? };
@@ -51,7 +51,8 @@ impl Table {
     pub fn ty(&self, store: impl AsContext) -> TableType {
         let store = store.as_context();
         self.check(&store.0.opaque);
-        TableType::from_wasm(store.0.opaque.tables[self.index as usize].ty())
+        let opaque = &store.0.opaque;
+        TableType::from_wasm(opaque.engine(), opaque.tables[self.index as usize].ty())
     }
 
     /// The element at `index`; `None` if `index` is not below the table's

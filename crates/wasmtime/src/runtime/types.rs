@@ -3,13 +3,13 @@
 //! import/export descriptors of modules.
 
 use crate::{Engine, Val};
-use anyhow::{Result, bail};
+use anyhow::{Result, bail, ensure};
 use std::fmt::{self, Display};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use wasmtime_environ::{
-    EntityType, ModuleInfo, VMSharedTypeIndex, WasmFuncType, WasmGlobalType, WasmMemoryType,
-    WasmRefType, WasmTableType, WasmValType,
+    ConcreteFuncType, EntityType, ModuleInfo, VMSharedTypeIndex, WasmFuncType, WasmGlobalType,
+    WasmHeapType, WasmMemoryType, WasmRefType, WasmTableType, WasmValType,
 };
 
 /// Whether a global (or, in the GC proposal, a struct field or array
@@ -224,14 +224,14 @@ impl ValType {
         Val::default_for_ty(self)
     }
 
-    pub(crate) fn from_wasm(ty: WasmValType) -> ValType {
+    pub(crate) fn from_wasm(engine: &Engine, ty: WasmValType) -> ValType {
         match ty {
             WasmValType::I32 => ValType::I32,
             WasmValType::I64 => ValType::I64,
             WasmValType::F32 => ValType::F32,
             WasmValType::F64 => ValType::F64,
             WasmValType::V128 => ValType::V128,
-            WasmValType::Ref(r) => ValType::Ref(RefType::from_wasm(r)),
+            WasmValType::Ref(r) => ValType::Ref(RefType::from_wasm(engine, r)),
         }
     }
 
@@ -245,6 +245,14 @@ impl ValType {
             ValType::V128 => WasmValType::V128,
             ValType::Ref(r) => WasmValType::Ref(r.to_wasm()?),
         })
+    }
+
+    /// As [`ValType::to_wasm`], refusing a function type of another engine.
+    pub(crate) fn to_wasm_for(&self, engine: &Engine) -> Result<WasmValType> {
+        match self {
+            ValType::Ref(r) => Ok(WasmValType::Ref(r.to_wasm_for(engine)?)),
+            other => other.to_wasm(),
+        }
     }
 }
 
@@ -343,23 +351,63 @@ impl RefType {
         a.matches(b) && b.matches(a)
     }
 
-    pub(crate) fn from_wasm(r: WasmRefType) -> RefType {
-        match r {
-            WasmRefType::FuncRef => RefType::FUNCREF,
-            WasmRefType::ExternRef => RefType::EXTERNREF,
-            WasmRefType::ExnRef => RefType::EXNREF,
-        }
+    /// The public form of a runtime reference type, whose function types
+    /// are engine ids of `engine`.
+    pub(crate) fn from_wasm(engine: &Engine, r: WasmRefType) -> RefType {
+        let heap_type = match r.heap {
+            WasmHeapType::Func => HeapType::Func,
+            WasmHeapType::NoFunc => HeapType::NoFunc,
+            WasmHeapType::Extern => HeapType::Extern,
+            WasmHeapType::NoExtern => HeapType::NoExtern,
+            WasmHeapType::Exn => HeapType::Exn,
+            WasmHeapType::NoExn => HeapType::NoExn,
+            WasmHeapType::ConcreteFunc(ConcreteFuncType::Engine(id)) => {
+                HeapType::ConcreteFunc(FuncType::from_index(engine, id))
+            }
+            // `Module::assemble` canonicalizes every type of a module before
+            // the module is handed out, so no runtime type can be in this
+            // form; reaching it means that step was skipped.
+            WasmHeapType::ConcreteFunc(ConcreteFuncType::Module(i)) => panic!(
+                "module type index {} reached the public API without its engine id",
+                i.as_u32()
+            ),
+        };
+        RefType::new(r.nullable, heap_type)
     }
 
+    /// The runtime form. Function types become their engine ids, so the
+    /// result is meaningful only with the engine of those types (callers
+    /// that can check it, check it: see [`RefType::to_wasm_for`]).
     pub(crate) fn to_wasm(&self) -> Result<WasmRefType> {
-        match (self.is_nullable, &self.heap_type) {
-            (true, HeapType::Func) => Ok(WasmRefType::FuncRef),
-            (true, HeapType::Extern) => Ok(WasmRefType::ExternRef),
-            (true, HeapType::Exn) => Ok(WasmRefType::ExnRef),
+        let heap = match &self.heap_type {
+            HeapType::Func => WasmHeapType::Func,
+            HeapType::NoFunc => WasmHeapType::NoFunc,
+            HeapType::Extern => WasmHeapType::Extern,
+            HeapType::NoExtern => WasmHeapType::NoExtern,
+            HeapType::Exn => WasmHeapType::Exn,
+            HeapType::NoExn => WasmHeapType::NoExn,
+            HeapType::ConcreteFunc(f) => {
+                WasmHeapType::ConcreteFunc(ConcreteFuncType::Engine(f.index()))
+            }
             _ => bail!(
-                "reference type `{self}` is not supported (only funcref, externref and exnref)"
+                "reference type `{self}` is not supported (the GC and stack-switching proposals are not implemented)"
             ),
+        };
+        Ok(WasmRefType {
+            nullable: self.is_nullable,
+            heap,
+        })
+    }
+
+    /// As [`RefType::to_wasm`], refusing a function type of another engine.
+    pub(crate) fn to_wasm_for(&self, engine: &Engine) -> Result<WasmRefType> {
+        if let HeapType::ConcreteFunc(f) = &self.heap_type {
+            ensure!(
+                Engine::same(f.engine(), engine),
+                "type `{self}` names a function type of another engine"
+            );
         }
+        self.to_wasm()
     }
 }
 
@@ -651,11 +699,11 @@ impl FuncType {
         let ty = WasmFuncType {
             params: params
                 .into_iter()
-                .map(|t| t.to_wasm())
+                .map(|t| t.to_wasm_for(engine))
                 .collect::<Result<_>>()?,
             results: results
                 .into_iter()
-                .map(|t| t.to_wasm())
+                .map(|t| t.to_wasm_for(engine))
                 .collect::<Result<_>>()?,
         };
         Ok(FuncType::from_wasm(engine, &ty))
@@ -685,22 +733,34 @@ impl FuncType {
 
     /// Parameter `i`'s type; `None` past the last parameter.
     pub fn param(&self, i: usize) -> Option<ValType> {
-        self.ty.params.get(i).map(|t| ValType::from_wasm(*t))
+        self.ty
+            .params
+            .get(i)
+            .map(|t| ValType::from_wasm(&self.engine, *t))
     }
 
     /// The parameter types, in order.
     pub fn params(&self) -> impl ExactSizeIterator<Item = ValType> + '_ {
-        self.ty.params.iter().map(|t| ValType::from_wasm(*t))
+        self.ty
+            .params
+            .iter()
+            .map(|t| ValType::from_wasm(&self.engine, *t))
     }
 
     /// Result `i`'s type; `None` past the last result.
     pub fn result(&self, i: usize) -> Option<ValType> {
-        self.ty.results.get(i).map(|t| ValType::from_wasm(*t))
+        self.ty
+            .results
+            .get(i)
+            .map(|t| ValType::from_wasm(&self.engine, *t))
     }
 
     /// The result types, in order.
     pub fn results(&self) -> impl ExactSizeIterator<Item = ValType> + '_ {
-        self.ty.results.iter().map(|t| ValType::from_wasm(*t))
+        self.ty
+            .results
+            .iter()
+            .map(|t| ValType::from_wasm(&self.engine, *t))
     }
 
     /// Whether a function of this type may be used where `other` is
@@ -753,9 +813,9 @@ impl GlobalType {
         self.mutability
     }
 
-    pub(crate) fn from_wasm(ty: &WasmGlobalType) -> GlobalType {
+    pub(crate) fn from_wasm(engine: &Engine, ty: &WasmGlobalType) -> GlobalType {
         GlobalType {
-            content: ValType::from_wasm(ty.content),
+            content: ValType::from_wasm(engine, ty.content),
             mutability: if ty.mutable {
                 Mutability::Var
             } else {
@@ -764,9 +824,9 @@ impl GlobalType {
         }
     }
 
-    pub(crate) fn to_wasm(&self) -> Result<WasmGlobalType> {
+    pub(crate) fn to_wasm(&self, engine: &Engine) -> Result<WasmGlobalType> {
         Ok(WasmGlobalType {
-            content: self.content.to_wasm()?,
+            content: self.content.to_wasm_for(engine)?,
             mutable: self.mutability.is_var(),
         })
     }
@@ -815,17 +875,17 @@ impl TableType {
         self.maximum
     }
 
-    pub(crate) fn from_wasm(ty: &WasmTableType) -> TableType {
+    pub(crate) fn from_wasm(engine: &Engine, ty: &WasmTableType) -> TableType {
         TableType {
-            element: RefType::from_wasm(ty.element),
+            element: RefType::from_wasm(engine, ty.element),
             minimum: ty.minimum,
             maximum: ty.maximum,
         }
     }
 
-    pub(crate) fn to_wasm(&self) -> Result<WasmTableType> {
+    pub(crate) fn to_wasm(&self, engine: &Engine) -> Result<WasmTableType> {
         Ok(WasmTableType {
-            element: self.element.to_wasm()?,
+            element: self.element.to_wasm_for(engine)?,
             minimum: self.minimum,
             maximum: self.maximum,
         })
@@ -943,8 +1003,8 @@ impl ExternType {
             EntityType::Function(t) => {
                 ExternType::Func(FuncType::from_wasm(engine, &module.types[*t]))
             }
-            EntityType::Global(g) => ExternType::Global(GlobalType::from_wasm(g)),
-            EntityType::Table(t) => ExternType::Table(TableType::from_wasm(t)),
+            EntityType::Global(g) => ExternType::Global(GlobalType::from_wasm(engine, g)),
+            EntityType::Table(t) => ExternType::Table(TableType::from_wasm(engine, t)),
             EntityType::Memory(m) => ExternType::Memory(MemoryType::from_wasm(m)),
             EntityType::Tag(t) => {
                 ExternType::Tag(TagType::new(FuncType::from_wasm(engine, &module.types[*t])))

@@ -10,7 +10,7 @@ use std::any::Any;
 use std::fmt;
 use std::ops::Deref;
 use wasmtime_environ::vm::ValRaw as RawValue;
-use wasmtime_environ::{WasmRefType, WasmValType};
+use wasmtime_environ::{ConcreteFuncType, WasmHeapType, WasmRefType, WasmValType};
 
 pub use wasmtime_environ::vm::ValRaw;
 
@@ -143,9 +143,17 @@ impl Val {
             WasmValType::F32 => Val::F32(0),
             WasmValType::F64 => Val::F64(0),
             WasmValType::V128 => Val::V128(V128(0)),
-            WasmValType::Ref(WasmRefType::FuncRef) => Val::FuncRef(None),
-            WasmValType::Ref(WasmRefType::ExternRef) => Val::ExternRef(None),
-            WasmValType::Ref(WasmRefType::ExnRef) => Val::ExnRef(None),
+            WasmValType::Ref(r) => Val::null_of(r),
+        }
+    }
+
+    /// The null reference of `r`'s hierarchy (whether or not `r` allows
+    /// null: callers that need a value of a non-nullable type have one).
+    fn null_of(r: WasmRefType) -> Val {
+        match r.heap.top() {
+            WasmHeapType::Extern => Val::ExternRef(None),
+            WasmHeapType::Exn => Val::ExnRef(None),
+            _ => Val::FuncRef(None),
         }
     }
 
@@ -271,45 +279,79 @@ impl Val {
             (Val::F32(f), WasmValType::F32) => RawValue::f32(*f),
             (Val::F64(f), WasmValType::F64) => RawValue::f64(*f),
             (Val::V128(v), WasmValType::V128) => RawValue::v128(v.as_u128()),
-            (Val::FuncRef(f), WasmValType::Ref(WasmRefType::FuncRef)) => {
+            (Val::FuncRef(f), WasmValType::Ref(r)) if r.heap.top() == WasmHeapType::Func => {
                 RawValue::reference(match f {
                     Some(f) => {
                         if !f.comes_from_same_store(store) {
                             bail!("cross-`Store` values are not currently supported");
                         }
+                        let actual = store.func_data(f)?.ty;
+                        let matches = match r.heap {
+                            WasmHeapType::Func => true,
+                            WasmHeapType::ConcreteFunc(ConcreteFuncType::Engine(id)) => {
+                                actual == id
+                            }
+                            _ => false,
+                        };
+                        if !matches {
+                            bail!(
+                                "type mismatch: expected {}, found a function of type {}",
+                                ValType::from_wasm(store.engine(), ty),
+                                crate::FuncType::from_index(store.engine(), actual)
+                            );
+                        }
                         store.func_to_raw(f)?
                     }
-                    None => 0,
+                    None => Self::null_raw(r, store)?,
                 })
             }
-            (Val::ExternRef(r), WasmValType::Ref(WasmRefType::ExternRef)) => {
-                RawValue::reference(match r {
-                    Some(r) => {
-                        if !r.comes_from_same_store(store) {
+            (Val::ExternRef(e), WasmValType::Ref(r)) if r.heap.top() == WasmHeapType::Extern => {
+                RawValue::reference(match e {
+                    Some(e) if r.heap == WasmHeapType::Extern => {
+                        if !e.comes_from_same_store(store) {
                             bail!("cross-`Store` values are not currently supported");
                         }
-                        r.raw_handle(store)? as usize
+                        e.raw_handle(store)? as usize
                     }
-                    None => 0,
+                    Some(_) => bail!(
+                        "type mismatch: expected {}, found a non-null externref",
+                        ValType::from_wasm(store.engine(), ty)
+                    ),
+                    None => Self::null_raw(r, store)?,
                 })
             }
-            (Val::ExnRef(e), WasmValType::Ref(WasmRefType::ExnRef)) => {
+            (Val::ExnRef(e), WasmValType::Ref(r)) if r.heap.top() == WasmHeapType::Exn => {
                 RawValue::reference(match e {
-                    Some(e) => {
+                    Some(e) if r.heap == WasmHeapType::Exn => {
                         if !e.comes_from_same_store(store) {
                             bail!("cross-`Store` values are not currently supported");
                         }
                         e.raw_handle(store)?
                     }
-                    None => 0,
+                    Some(_) => bail!(
+                        "type mismatch: expected {}, found a non-null exnref",
+                        ValType::from_wasm(store.engine(), ty)
+                    ),
+                    None => Self::null_raw(r, store)?,
                 })
             }
             (val, ty) => bail!(
                 "type mismatch: expected {}, found {}",
-                ValType::from_wasm(ty),
+                ValType::from_wasm(store.engine(), ty),
                 val.ty_unchecked()
             ),
         })
+    }
+
+    /// Null as a value of `r`, an error if `r` is not nullable.
+    fn null_raw(r: WasmRefType, store: &StoreOpaque) -> Result<usize> {
+        if !r.nullable {
+            bail!(
+                "type mismatch: expected {}, found null",
+                RefType::from_wasm(store.engine(), r)
+            );
+        }
+        Ok(0)
     }
 
     /// Converts a raw value of Wasm type `ty` to a `Val`.
@@ -328,15 +370,9 @@ impl Val {
             WasmValType::F32 => Val::F32(raw.get_f32()),
             WasmValType::F64 => Val::F64(raw.get_f64()),
             WasmValType::V128 => Val::V128(V128(raw.get_v128())),
-            WasmValType::Ref(WasmRefType::FuncRef) => {
-                // SAFETY: per the contract, a function reference of `store`.
-                Val::FuncRef(unsafe { store.func_from_raw(raw.get_reference()) })
-            }
-            WasmValType::Ref(WasmRefType::ExternRef) => {
-                Val::ExternRef(ExternRef::from_raw_handle(store, raw.get_reference()))
-            }
-            WasmValType::Ref(WasmRefType::ExnRef) => {
-                Val::ExnRef(ExnRef::from_raw_handle(store, raw.get_reference()))
+            // SAFETY: per the contract, a reference of `ty` of `store`.
+            WasmValType::Ref(r) => {
+                unsafe { Ref::from_raw_element(store, raw.get_reference(), r) }.into()
             }
         }
     }
@@ -706,11 +742,12 @@ impl Ref {
         raw: usize,
         ty: WasmRefType,
     ) -> Ref {
-        match ty {
-            // SAFETY: per the contract.
-            WasmRefType::FuncRef => Ref::Func(unsafe { store.func_from_raw(raw) }),
-            WasmRefType::ExternRef => Ref::Extern(ExternRef::from_raw_handle(store, raw)),
-            WasmRefType::ExnRef => Ref::Exn(ExnRef::from_raw_handle(store, raw)),
+        match ty.heap.top() {
+            WasmHeapType::Extern => Ref::Extern(ExternRef::from_raw_handle(store, raw)),
+            WasmHeapType::Exn => Ref::Exn(ExnRef::from_raw_handle(store, raw)),
+            // SAFETY: per the contract, a function reference of `store`
+            // (every other heap type is in the function hierarchy).
+            _ => Ref::Func(unsafe { store.func_from_raw(raw) }),
         }
     }
 }

@@ -578,16 +578,26 @@ fn core_val_type(ty: &ct::WasmValType) -> Result<WasmValType> {
     })
 }
 
-/// The reference types our core engine has: the nullable abstract
-/// `funcref`, `externref` and `exnref`. The validator refuses the others
-/// (function references and GC are off), so an error here is defensive.
+/// The reference types our core engine has, for a core module type that a
+/// component names (an imported module's or an instance's). Typed function
+/// references would have to be registered with the engine to be compared
+/// with a module's types; no component in our corpora names one in such a
+/// type, so they are refused with their name.
 fn core_ref_type(ty: &ct::WasmRefType) -> Result<WasmRefType> {
-    match (ty.nullable, &ty.heap_type) {
-        (true, ct::WasmHeapType::Func) => Ok(WasmRefType::FuncRef),
-        (true, ct::WasmHeapType::Extern) => Ok(WasmRefType::ExternRef),
-        (true, ct::WasmHeapType::Exn) => Ok(WasmRefType::ExnRef),
-        _ => Err(unsupported(&format!("the core reference type `{ty}`"))),
-    }
+    use wasmtime_environ::WasmHeapType as H;
+    let heap = match &ty.heap_type {
+        ct::WasmHeapType::Func => H::Func,
+        ct::WasmHeapType::NoFunc => H::NoFunc,
+        ct::WasmHeapType::Extern => H::Extern,
+        ct::WasmHeapType::NoExtern => H::NoExtern,
+        ct::WasmHeapType::Exn => H::Exn,
+        ct::WasmHeapType::NoExn => H::NoExn,
+        _ => return Err(unsupported(&format!("the core reference type `{ty}`"))),
+    };
+    Ok(WasmRefType {
+        nullable: ty.nullable,
+        heap,
+    })
 }
 
 fn transcode(op: cm::Transcode) -> Transcode {

@@ -349,7 +349,7 @@ mod tests {
     #[test]
     fn table_ops() {
         let ty = WasmTableType {
-            element: WasmRefType::FuncRef,
+            element: WasmRefType::FUNCREF,
             minimum: 2,
             maximum: Some(5),
         };
