@@ -866,3 +866,41 @@ fn compile_cache_is_used_and_configurable() {
         assert_eq!(stdout(&o), "4\n");
     }
 }
+
+/// `-W` switches of the Wasm 3.0 proposals this engine has really switch
+/// them: each module runs by default and is refused with its proposal off.
+#[test]
+fn proposal_switches_take_effect() {
+    let dir = tempfile::tempdir().unwrap();
+    for (flag, body) in [
+        (
+            "tail-call",
+            r#"(func $f) (func (export "_start") (return_call $f))"#,
+        ),
+        (
+            "function-references",
+            r#"(type $t (func)) (func $f (type $t)) (elem declare func $f)
+               (func (export "_start") (call_ref $t (ref.func $f)))"#,
+        ),
+        (
+            "exceptions",
+            r#"(tag $e) (func (export "_start")
+                 (block $h (try_table (catch $e $h) (throw $e))))"#,
+        ),
+    ] {
+        let path = dir.path().join(format!("{flag}.wat"));
+        std::fs::write(&path, format!("(module {body})")).unwrap();
+        let path = path.to_str().unwrap();
+        if flag == "exceptions" && !cfg!(target_arch = "x86_64") {
+            println!("{flag}: skipped: exceptions exist on x86_64 only");
+            continue;
+        }
+        assert_status(&run(&[path]), 0);
+        assert_status(&run(&["-W", &format!("{flag}=y"), path]), 0);
+        for off in [format!("{flag}=n"), "all-proposals=n".to_string()] {
+            let o = run(&["-W", &off, path]);
+            assert_status(&o, 1);
+            assert!(stderr(&o).starts_with("Error: "), "{off}: {}", stderr(&o));
+        }
+    }
+}

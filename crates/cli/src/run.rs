@@ -331,7 +331,14 @@ impl CommonOptions {
                 .wasm_multi_value(enable)
                 .wasm_multi_memory(enable)
                 .wasm_reference_types(enable)
-                .wasm_extended_const(enable);
+                .wasm_extended_const(enable)
+                .wasm_tail_call(enable)
+                .wasm_function_references(enable);
+            // Exceptions exist on x86_64 only; elsewhere "all" cannot
+            // include them, but "none" still turns them off.
+            if !enable || cfg!(target_arch = "x86_64") {
+                config.wasm_exceptions(enable);
+            }
         }
         let mut guard_size = None;
         for s in self.settings() {
@@ -480,6 +487,15 @@ impl CommonOptions {
                 }
                 (Group::Wasm, "extended-const") => {
                     config.wasm_extended_const(on);
+                }
+                (Group::Wasm, "tail-call") => {
+                    config.wasm_tail_call(on);
+                }
+                (Group::Wasm, "function-references") => {
+                    config.wasm_function_references(on);
+                }
+                (Group::Wasm, "exceptions") => {
+                    config.wasm_exceptions(on);
                 }
                 (Group::Wasi, "cli") => r.wasi.cli = Some(on),
                 (Group::Wasi, "common") => r.wasi.common = Some(on),
