@@ -903,4 +903,15 @@ fn proposal_switches_take_effect() {
             assert!(stderr(&o).starts_with("Error: "), "{off}: {}", stderr(&o));
         }
     }
+    // GC (its `i31` slice) is off by default, as the engine's knob.
+    let path = dir.path().join("gc.wat");
+    std::fs::write(
+        &path,
+        r#"(module (func (export "_start") (drop (i31.get_u (ref.i31 (i32.const 1))))))"#,
+    )
+    .unwrap();
+    let path = path.to_str().unwrap();
+    assert_status(&run(&[path]), 1);
+    assert_status(&run(&["-W", "gc=y", path]), 0);
+    assert_status(&run(&["-W", "gc=n", path]), 1);
 }

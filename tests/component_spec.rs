@@ -155,32 +155,11 @@ impl EngineKind {
 }
 
 /// Files that fail on our engine, each with what it needs that ours lacks
-/// (the component model is unfinished: see docs/architecture.md, "The
-/// component model"). They still run and count as failed in the summary;
-/// the exit status fails only for a failure not listed here, or for a
-/// listed file that now passes (so the list stays true).
-const KNOWN_FAILURES_OURS: &[(&str, &str)] = &[
-    (
-        "wasmtime-misc/alias-region-known-imported-entities.wast",
-        "needs core GC (`wasm_gc`)",
-    ),
-    (
-        "wasmtime-misc/alias-region-multiple-instantiations.wast",
-        "needs core GC (`wasm_gc`)",
-    ),
-    (
-        "wasmtime-misc/alias-region-reexported-ambiguous-entities.wast",
-        "needs core GC (`wasm_gc`)",
-    ),
-    (
-        "wasmtime-misc/alias-region-reexported-entities-to-imported-module.wast",
-        "needs core GC (`wasm_gc`)",
-    ),
-    (
-        "wasmtime-misc/alias-region-reexported-known-entities.wast",
-        "needs core GC (`wasm_gc`)",
-    ),
-];
+/// (none now: all 50 files that upstream 48 passes pass here too). Listed
+/// files still run and count as failed in the summary; the exit status
+/// fails only for a failure not listed here, or for a listed file that now
+/// passes (so the list stays true).
+const KNOWN_FAILURES_OURS: &[(&str, &str)] = &[];
 
 /// The folder of test files, and whether it is the default one (whose
 /// contents the skip lists describe).

@@ -352,6 +352,7 @@ const EQUIVALENT_MESSAGES: &[(&str, &str)] = &[
     // `Trap::NullReference` (upstream's text) covers every null that an
     // instruction refuses, `call_ref`'s included.
     ("null function reference", "null reference"),
+    ("null i31 reference", "null reference"),
     (
         "immutable global",
         "global is immutable: cannot modify it with `global.set`",

@@ -41,6 +41,9 @@ const TAIL_CALL_DIR: &str = "tail-call/";
 /// The typed function references proposal's folder (with tail calls, for
 /// `return_call_ref`).
 const FUNCTION_REFERENCES_DIR: &str = "function-references/";
+/// The files of the GC proposal's folder that need only its `i31` slice,
+/// the part of GC this engine has (the others define structs and arrays).
+const GC_FILES: &[&str] = &["gc/i31.wast"];
 
 /// Parts of files that need a proposal this engine lacks: file, first and
 /// last line, and why. Their directives are not run; each is printed.
@@ -62,7 +65,8 @@ const NEEDS_LACKING_PROPOSAL: &[(&str, usize, usize, &str)] = &[(
 fn spec_config(name: &str) -> Config {
     let multi_memory = NEEDS_MULTI_MEMORY.contains(&name);
     let exceptions = name.starts_with(EXCEPTIONS_DIR);
-    let function_references = name.starts_with(FUNCTION_REFERENCES_DIR);
+    let gc = GC_FILES.contains(&name);
+    let function_references = gc || name.starts_with(FUNCTION_REFERENCES_DIR);
     // `try_table.wast` passes typed function references as payloads.
     let typed_refs = function_references || exceptions;
     let tail_call = exceptions || function_references || name.starts_with(TAIL_CALL_DIR);
@@ -74,7 +78,7 @@ fn spec_config(name: &str) -> Config {
         .wasm_multi_value(true)
         .wasm_extended_const(!function_references)
         .wasm_multi_memory(multi_memory)
-        .wasm_gc(false)
+        .wasm_gc(gc)
         .wasm_function_references(typed_refs)
         .wasm_tail_call(tail_call)
         .wasm_relaxed_simd(false)
@@ -109,11 +113,18 @@ fn all_files() -> Vec<TestFile> {
         name: format!("{FUNCTION_REFERENCES_DIR}{}", f.name()),
         text: f.raw().to_string(),
     });
+    let gc = proposal(Proposal::GC)
+        .map(|f| TestFile {
+            name: format!("gc/{}", f.name()),
+            text: f.raw().to_string(),
+        })
+        .filter(|f| GC_FILES.contains(&f.name.as_str()));
     let mut files: Vec<TestFile> = v2
         .chain(simd)
         .chain(exceptions)
         .chain(tail_call)
         .chain(function_references)
+        .chain(gc)
         .collect();
     files.sort_by(|a, b| a.name.cmp(&b.name));
     files

@@ -96,6 +96,23 @@ fn matches(store: &Store<()>, actual: &Val, expected: &WastRetCore<'_>) -> Resul
                     &[AbstractHeapType::Exn, AbstractHeapType::NoExn],
                 )
         }
+        (WastRetCore::RefNull(ty), Val::AnyRef(r)) => {
+            r.is_none()
+                && null_type_is(
+                    ty.as_ref(),
+                    &[
+                        AbstractHeapType::Any,
+                        AbstractHeapType::Eq,
+                        AbstractHeapType::I31,
+                        AbstractHeapType::None,
+                    ],
+                )
+        }
+        // Every non-null internal reference here is an `i31`, a value of
+        // `any`, `eq` and `i31` alike.
+        (WastRetCore::RefI31 | WastRetCore::RefEq | WastRetCore::RefAny, Val::AnyRef(Some(r))) => {
+            r.is_i31(store)?
+        }
         // The index in `(ref.func $f)` cannot be observed through the
         // embedding API, so any non-null function reference matches.
         (WastRetCore::RefFunc(_), Val::FuncRef(f)) => f.is_some(),

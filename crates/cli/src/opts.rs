@@ -261,7 +261,7 @@ const WASM: &[Desc] = &[
     d("component-model-memory64", Bool, OffOnly, "Component model support for `memory64`."),
     d("function-references", Bool, Yes, "Configure support for the function-references proposal."),
     d("stack-switching", Bool, OffOnly, "Configure support for the stack-switching proposal."),
-    d("gc", Bool, OffOnly, "Configure support for the GC proposal."),
+    d("gc", Bool, Yes, "Configure support for the GC proposal (its i31 slice only)."),
     d("custom-page-sizes", Bool, OffOnly, "Configure support for the custom-page-sizes proposal."),
     d("wide-arithmetic", Bool, OffOnly, "Configure support for the wide-arithmetic proposal."),
     d("branch-hinting", Bool, OffOnly, "Configure support for the branch-hinting proposal."),

@@ -497,6 +497,9 @@ impl CommonOptions {
                 (Group::Wasm, "exceptions") => {
                     config.wasm_exceptions(on);
                 }
+                (Group::Wasm, "gc") => {
+                    config.wasm_gc(on);
+                }
                 (Group::Wasi, "cli") => r.wasi.cli = Some(on),
                 (Group::Wasi, "common") => r.wasi.common = Some(on),
                 (Group::Wasi, "preview0") => r.wasi.preview0 = Some(on),

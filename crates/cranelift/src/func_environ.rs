@@ -688,11 +688,22 @@ impl FuncTranslator<'_, '_> {
             .ins()
             .trapz(matches, crate::compiler::trap_code(Trap::BadSignature));
 
+        self.call_funcref(ty, funcref, None, tail);
+    }
+
+    /// Calls `funcref`, a `VMFuncRef` of function type `ty`, with the
+    /// arguments on the stack; `null_trap` is the trap code of the load of
+    /// its code pointer, for a reference nothing has checked for null yet.
+    fn call_funcref(&mut self, ty: TypeIndex, funcref: Value, null_trap: Option<Trap>, tail: bool) {
         let flags = MemFlagsData::trusted().with_readonly();
+        let code_flags = match null_trap {
+            Some(trap) => flags.with_trap_code(Some(crate::compiler::trap_code(trap))),
+            None => flags,
+        };
         let code = self
             .b
             .ins()
-            .load(I64, flags, funcref, VMFUNCREF_WASM_CALL_OFFSET as i32);
+            .load(I64, code_flags, funcref, VMFUNCREF_WASM_CALL_OFFSET as i32);
         let callee_vmctx = self
             .b
             .ins()
@@ -713,30 +724,7 @@ impl FuncTranslator<'_, '_> {
     /// no signature check; null traps on the load of its code pointer.
     pub(crate) fn translate_call_ref(&mut self, ty: TypeIndex, tail: bool) {
         let funcref = self.pop1();
-        let null_trap = crate::compiler::trap_code(Trap::NullReference);
-        let code = self.b.ins().load(
-            I64,
-            MemFlagsData::trusted()
-                .with_readonly()
-                .with_trap_code(Some(null_trap)),
-            funcref,
-            VMFUNCREF_WASM_CALL_OFFSET as i32,
-        );
-        let callee_vmctx = self.b.ins().load(
-            I64,
-            MemFlagsData::trusted().with_readonly(),
-            funcref,
-            VMFUNCREF_VMCTX_OFFSET as i32,
-        );
-        let sig = self.sig_ref(ty);
-        let args = self.call_args(ty, callee_vmctx);
-        if tail {
-            self.b.ins().return_call_indirect(sig, code, &args);
-            self.reachable = false;
-            return;
-        }
-        let results = self.emit_call(Callee::Indirect(sig, code), &args);
-        self.stack.extend(results);
+        self.call_funcref(ty, funcref, Some(Trap::NullReference), tail);
     }
 
     /// Calls a builtin through `vmctx.builtin_functions` with the host's

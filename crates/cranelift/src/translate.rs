@@ -740,15 +740,7 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
             }
             O::BrIf { relative_depth } => {
                 let cond = self.pop1();
-                let i = self.control.len() - 1 - relative_depth as usize;
-                let frame = &mut self.control[i];
-                frame.set_branched_to_exit();
-                let (n, dest) = (frame.branch_arity(), frame.br_destination());
-                let args = self.canonical_top(n);
-                let next = self.b.create_block();
-                self.b.ins().brif(cond, dest, &args, next, &[]);
-                self.b.seal_block(next);
-                self.b.switch_to_block(next);
+                self.branch_if(cond, relative_depth);
             }
             O::BrTable { ref targets } => self.translate_br_table(targets)?,
             O::BrOnNull { relative_depth } => self.translate_br_on_null(relative_depth, true),
@@ -872,6 +864,49 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
                 let r = self.pop1();
                 let trap = crate::compiler::trap_code(wasmtime_mmu_environ::Trap::NullReference);
                 self.b.ins().trapz(r, trap);
+                self.push1(r);
+            }
+            // ---- the `i31` slice of GC (see `environ::i31_word`) ----
+            O::RefI31 => {
+                // Shifting in 32 bits drops bit 31, so the word is the
+                // same for every i32 with the same low 31 bits, which is
+                // what `ref.eq` compares.
+                let x = self.pop1();
+                let shifted = self.b.ins().ishl_imm_u(x, 1);
+                let tagged = self.b.ins().bor_imm_u(shifted, 1);
+                let word = self.b.ins().uextend(I64, tagged);
+                self.push1(word);
+            }
+            O::I31GetS | O::I31GetU => {
+                let r = self.pop1();
+                let trap = crate::compiler::trap_code(wasmtime_mmu_environ::Trap::NullReference);
+                self.b.ins().trapz(r, trap);
+                let low = self.b.ins().ireduce(I32, r);
+                let v = match op {
+                    O::I31GetS => self.b.ins().sshr_imm_u(low, 1),
+                    _ => self.b.ins().ushr_imm_u(low, 1),
+                };
+                self.push1(v);
+            }
+            O::RefEq => {
+                let (a, b) = self.pop2();
+                let eq = self.b.ins().icmp(IntCC::Equal, a, b);
+                let v = self.b.ins().uextend(I32, eq);
+                self.push1(v);
+            }
+            O::RefTestNonNull { hty } | O::RefTestNullable { hty } => {
+                let nullable = matches!(op, O::RefTestNullable { .. });
+                let r = self.pop1();
+                let ok = self.internal_ref_test(r, hty, nullable)?;
+                let v = self.b.ins().uextend(I32, ok);
+                self.push1(v);
+            }
+            O::RefCastNonNull { hty } | O::RefCastNullable { hty } => {
+                let nullable = matches!(op, O::RefCastNullable { .. });
+                let r = self.pop1();
+                let ok = self.internal_ref_test(r, hty, nullable)?;
+                let trap = crate::compiler::trap_code(wasmtime_mmu_environ::Trap::CastFailure);
+                self.b.ins().trapz(ok, trap);
                 self.push1(r);
             }
             O::RefIsNull => {
@@ -1138,38 +1173,70 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
         }
     }
 
-    /// `br_on_null` (`on_null`) and `br_on_non_null`. The first branches
-    /// without the reference and keeps it on the fall-through path; the
-    /// second passes it to the target (its last branch argument) and drops
-    /// it on the fall-through path.
-    fn translate_br_on_null(&mut self, relative_depth: u32, on_null: bool) {
-        let reference = if on_null { Some(self.pop1()) } else { None };
+    /// Whether `r`, a reference of the `any` hierarchy, has heap type
+    /// `hty` (null counting if `nullable`), as an `i8` 0 or 1. Every
+    /// non-null value of that hierarchy here is an `i31` (low bit set), so
+    /// `any`, `eq` and `i31` hold for every non-null value and `none` for
+    /// none; the low-bit test keeps that true should other values appear.
+    /// Casts to function or extern types are refused.
+    fn internal_ref_test(
+        &mut self,
+        r: Value,
+        hty: wasmparser::HeapType,
+        nullable: bool,
+    ) -> Result<Value> {
+        use wasmtime_mmu_environ::WasmHeapType as H;
+        let target = wasmtime_mmu_environ::WasmHeapType::from_wasmparser(hty)?;
+        let is_null = self.b.ins().icmp_imm_s(IntCC::Equal, r, 0);
+        let non_null_ok = match target {
+            H::Any | H::Eq | H::I31 => {
+                let tag = self.b.ins().band_imm_u(r, 1);
+                self.b.ins().icmp_imm_s(IntCC::NotEqual, tag, 0)
+            }
+            H::None => self.b.ins().iconst(ir::types::I8, 0),
+            other => bail!(
+                "`ref.test`/`ref.cast` to `{other}` is not supported (only the `any` hierarchy's abstract types)"
+            ),
+        };
+        Ok(if nullable {
+            self.b.ins().bor(is_null, non_null_ok)
+        } else {
+            non_null_ok
+        })
+    }
+
+    /// Branches to the label `relative_depth` out, with the label's
+    /// arguments from the top of the stack, when `cond` is not zero, and
+    /// falls through otherwise (the stack unchanged).
+    fn branch_if(&mut self, cond: Value, relative_depth: u32) {
         let i = self.control.len() - 1 - relative_depth as usize;
         let frame = &mut self.control[i];
         frame.set_branched_to_exit();
         let (n, dest) = (frame.branch_arity(), frame.br_destination());
         let args = self.canonical_top(n);
         let next = self.b.create_block();
-        match reference {
-            Some(r) => {
-                let is_null = self.b.ins().icmp_imm_s(IntCC::Equal, r, 0);
-                self.b.ins().brif(is_null, dest, &args, next, &[]);
-            }
-            None => {
-                let r = *self
-                    .stack
-                    .last()
-                    .expect("validated: reference on the stack");
-                self.b.ins().brif(r, dest, &args, next, &[]);
-            }
-        }
+        self.b.ins().brif(cond, dest, &args, next, &[]);
         self.b.seal_block(next);
         self.b.switch_to_block(next);
-        match reference {
-            Some(r) => self.push1(r),
-            None => {
-                self.pop1();
-            }
+    }
+
+    /// `br_on_null` (`on_null`) and `br_on_non_null`. The first branches
+    /// without the reference and keeps it on the fall-through path; the
+    /// second passes it to the target (its last branch argument) and drops
+    /// it on the fall-through path.
+    fn translate_br_on_null(&mut self, relative_depth: u32, on_null: bool) {
+        if on_null {
+            let r = self.pop1();
+            let is_null = self.b.ins().icmp_imm_s(IntCC::Equal, r, 0);
+            self.branch_if(is_null, relative_depth);
+            self.push1(r);
+        } else {
+            let r = *self
+                .stack
+                .last()
+                .expect("validated: reference on the stack");
+            self.branch_if(r, relative_depth);
+            self.pop1();
         }
     }
 

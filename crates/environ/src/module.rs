@@ -34,6 +34,8 @@ pub enum ConstOp {
     RefNull(WasmRefType),
     /// `ref.func`.
     RefFunc(FuncIndex),
+    /// `ref.i31` (GC proposal): the `i32` on the stack as an `i31ref`.
+    RefI31,
     /// `global.get`.
     GlobalGet(GlobalIndex),
     /// `i32.add` (extended-const).
@@ -81,6 +83,7 @@ impl ConstExpr {
                 O::GlobalGet { global_index } => {
                     ConstOp::GlobalGet(GlobalIndex::from_u32(global_index))
                 }
+                O::RefI31 => ConstOp::RefI31,
                 O::I32Add => ConstOp::I32Add,
                 O::I32Sub => ConstOp::I32Sub,
                 O::I32Mul => ConstOp::I32Mul,
@@ -475,7 +478,25 @@ impl<'a> ModuleTranslation<'a> {
             Payload::TypeSection(types) => {
                 for group in types {
                     let group = group?;
+                    // Of the GC proposal's type system we have only final
+                    // function types without declared supertypes, each in a
+                    // group of its own (for those, type identity is
+                    // structural, which is what our registry compares).
+                    if group.types().len() > 1 {
+                        bail!("recursion groups of several types (GC proposal) are not supported");
+                    }
                     for sub in group.into_types() {
+                        if !sub.is_final || sub.supertype_idx.is_some() {
+                            bail!("declared subtypes (GC proposal) are not supported");
+                        }
+                        if sub.composite_type.shared
+                            || sub.composite_type.descriptor_idx.is_some()
+                            || sub.composite_type.describes_idx.is_some()
+                        {
+                            bail!(
+                                "shared or descriptor types (shared-everything-threads, custom-descriptors proposals) are not supported"
+                            );
+                        }
                         match &sub.composite_type.inner {
                             wasmparser::CompositeInnerType::Func(f) => {
                                 let ty = WasmFuncType::from_wasmparser(f)?;
@@ -497,7 +518,9 @@ impl<'a> ModuleTranslation<'a> {
                                 }
                                 m.types.push(ty);
                             }
-                            _ => bail!("only function types are supported in the type section"),
+                            _ => bail!(
+                                "struct and array types (GC proposal) are not supported; only function types are"
+                            ),
                         }
                     }
                 }

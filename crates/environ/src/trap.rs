@@ -91,6 +91,8 @@ traps! {
     /// adapter between two components, a resource destructor, a host
     /// import): the component model lets none cross it.
     UncaughtException = "uncaught exception propagated out of component",
+    /// `ref.cast` met a reference not of its target type.
+    CastFailure = "cast failure",
 }
 
 impl Trap {

@@ -91,6 +91,29 @@ pub enum WasmHeapType {
     Exn,
     /// `noexn`: no exception (only null has it).
     NoExn,
+    /// `any`: the top of the GC proposal's internal hierarchy. Of its
+    /// values this runtime has only `i31` ones (see [`i31_word`]).
+    Any,
+    /// `eq`: internal references that `ref.eq` compares.
+    Eq,
+    /// `i31`: unboxed 31-bit integers.
+    I31,
+    /// `none`: no internal reference (only null has it).
+    None,
+}
+
+/// The word that holds `value`'s low 31 bits as an `i31ref`: shifted left
+/// by one with the low bit set, so it is never 0 (null) and tells itself
+/// apart from a pointer. The compiler emits the same arithmetic
+/// (`ref.i31`, `i31.get_s`, `i31.get_u`, casts test the low bit).
+pub fn i31_word(value: u32) -> u64 {
+    (u64::from(value & 0x7fff_ffff) << 1) | 1
+}
+
+/// The 31-bit value an `i31ref` word holds, zero-extended (`i31.get_u`);
+/// `None` for a word that is not an `i31ref` (null).
+pub fn i31_value(word: u64) -> Option<u32> {
+    (word & 1 == 1).then_some(((word >> 1) & 0x7fff_ffff) as u32)
 }
 
 impl WasmHeapType {
@@ -104,6 +127,9 @@ impl WasmHeapType {
             }
             WasmHeapType::Extern | WasmHeapType::NoExtern => WasmHeapType::Extern,
             WasmHeapType::Exn | WasmHeapType::NoExn => WasmHeapType::Exn,
+            WasmHeapType::Any | WasmHeapType::Eq | WasmHeapType::I31 | WasmHeapType::None => {
+                WasmHeapType::Any
+            }
         }
     }
 
@@ -119,6 +145,9 @@ impl WasmHeapType {
             (H::ConcreteFunc(_), H::Func) => true,
             (H::NoExtern, H::Extern) => true,
             (H::NoExn, H::Exn) => true,
+            (H::None, H::I31 | H::Eq | H::Any) => true,
+            (H::I31, H::Eq | H::Any) => true,
+            (H::Eq, H::Any) => true,
             _ => false,
         }
     }
@@ -135,8 +164,13 @@ impl WasmHeapType {
                 A::NoExtern => WasmHeapType::NoExtern,
                 A::Exn => WasmHeapType::Exn,
                 A::NoExn => WasmHeapType::NoExn,
+                A::Any => WasmHeapType::Any,
+                A::Eq => WasmHeapType::Eq,
+                A::I31 => WasmHeapType::I31,
+                A::None => WasmHeapType::None,
                 other => bail!(
-                    "heap type `{}` (GC or stack-switching proposal) is not supported",
+                    "heap type `{}` is not supported (of the GC proposal this runtime has only `i31`; \
+                     structs, arrays and the stack-switching proposal are not implemented)",
                     ty_name(other)
                 ),
             },
@@ -316,6 +350,10 @@ impl fmt::Display for WasmHeapType {
             WasmHeapType::NoExtern => f.write_str("noextern"),
             WasmHeapType::Exn => f.write_str("exn"),
             WasmHeapType::NoExn => f.write_str("noexn"),
+            WasmHeapType::Any => f.write_str("any"),
+            WasmHeapType::Eq => f.write_str("eq"),
+            WasmHeapType::I31 => f.write_str("i31"),
+            WasmHeapType::None => f.write_str("none"),
             WasmHeapType::ConcreteFunc(ConcreteFuncType::Module(i)) => write!(f, "{}", i.as_u32()),
             WasmHeapType::ConcreteFunc(ConcreteFuncType::Engine(i)) => {
                 write!(f, "(engine type {})", i.0)
@@ -333,6 +371,10 @@ impl fmt::Display for WasmRefType {
             (true, WasmHeapType::NoFunc) => f.write_str("nullfuncref"),
             (true, WasmHeapType::NoExtern) => f.write_str("nullexternref"),
             (true, WasmHeapType::NoExn) => f.write_str("nullexnref"),
+            (true, WasmHeapType::Any) => f.write_str("anyref"),
+            (true, WasmHeapType::Eq) => f.write_str("eqref"),
+            (true, WasmHeapType::I31) => f.write_str("i31ref"),
+            (true, WasmHeapType::None) => f.write_str("nullref"),
             (true, heap) => write!(f, "(ref null {heap})"),
             (false, heap) => write!(f, "(ref {heap})"),
         }

@@ -71,7 +71,6 @@ pub(crate) const DEFAULT_WASM_BACKTRACE_MAX_FRAMES: NonZeroUsize = NonZeroUsize:
 /// with the name of the `Config` method that turns them on.
 pub(crate) const UNSUPPORTED_FEATURES: &[(WasmFeatures, &str)] = &[
     (WasmFeatures::RELAXED_SIMD, "wasm_relaxed_simd"),
-    (WasmFeatures::GC, "wasm_gc"),
     (WasmFeatures::THREADS, "wasm_threads"),
     (
         WasmFeatures::SHARED_EVERYTHING_THREADS,
@@ -302,17 +301,32 @@ impl Config {
         self.feature(WasmFeatures::TAIL_CALL, enable)
     }
 
-    /// Asks for the garbage-collection proposal, which this runtime lacks.
+    /// Accepts (`true`) or rejects modules that use the garbage-collection
+    /// proposal — **of which this runtime implements only the `i31` slice**:
+    /// the `any`, `eq`, `i31` and `none` heap types, `ref.i31`,
+    /// `i31.get_s`, `i31.get_u`, `ref.eq`, and `ref.test`/`ref.cast` to
+    /// those types. Everything that needs a garbage-collected heap (struct
+    /// and array types and instructions, `any.convert_extern` /
+    /// `extern.convert_any`, declared subtypes, recursion groups of several
+    /// types, `br_on_cast`) is refused when a module is compiled, naming
+    /// the construct, so a module either runs with GC semantics or does not
+    /// load.
     ///
-    /// Not implemented by this runtime.
+    /// An `i31ref` is the integer itself, tagged in a pointer-sized word,
+    /// so it needs no heap and no collector. The host reads and makes them
+    /// with [`AnyRef::from_i31`](crate::AnyRef::from_i31) and
+    /// [`AnyRef::as_i31`](crate::AnyRef::as_i31).
     ///
     /// ## Default
     ///
-    /// Disabled.
+    /// Disabled (upstream enables its whole GC implementation by default;
+    /// with this slice only, a module that needs more would fail to load
+    /// with our error instead of the validator's, so it stays off).
     ///
     /// # Errors
     ///
-    /// [`Engine::new`](crate::Engine::new) fails if this is enabled.
+    /// [`Engine::new`](crate::Engine::new) fails if this is enabled without
+    /// [`Config::wasm_function_references`] (the GC proposal builds on it).
     ///
     /// # Panics
     ///
@@ -1525,6 +1539,13 @@ impl Config {
         }
         if !self.signals_based_traps {
             anyhow::bail!("disabling signals-based traps is not supported by this runtime");
+        }
+        if self.features.contains(WasmFeatures::GC)
+            && !self.features.contains(WasmFeatures::FUNCTION_REFERENCES)
+        {
+            anyhow::bail!(
+                "`Config::wasm_gc` needs `Config::wasm_function_references`, on which the GC proposal builds"
+            );
         }
         if self.features.contains(WasmFeatures::EXCEPTIONS) {
             let arch = match &self.target {

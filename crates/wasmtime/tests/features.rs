@@ -81,7 +81,10 @@ fn unsupported_proposals_are_refused_by_engine_new() {
         ("relaxed", |c| c.wasm_relaxed_simd(true)),
         ("threads", |c| c.wasm_threads(true)),
         ("memory64", |c| c.wasm_memory64(true)),
-        ("gc", |c| c.wasm_gc(true)),
+        // GC (its `i31` slice) needs function references.
+        ("function_references", |c| {
+            c.wasm_gc(true).wasm_function_references(false)
+        }),
     ];
     for (name, enable) in refusals {
         let mut config = Config::new();

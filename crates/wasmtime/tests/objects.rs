@@ -302,8 +302,7 @@ fn fuel() -> Result<()> {
 #[test]
 fn unsupported_config_is_rejected() {
     for f in [
-        Config::wasm_gc as fn(&mut Config, bool) -> &mut Config,
-        Config::wasm_threads,
+        Config::wasm_threads as fn(&mut Config, bool) -> &mut Config,
         Config::wasm_memory64,
         Config::wasm_relaxed_simd,
         Config::wasm_custom_page_sizes,

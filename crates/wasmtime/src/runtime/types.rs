@@ -258,10 +258,11 @@ impl ValType {
 
 /// The type of a reference: a heap type, and whether null is allowed.
 ///
-/// Values in this runtime only ever have the nullable `funcref` and
-/// `externref` types and their subtypes; the other heap types are here so
-/// that code that inspects or compares types, written for upstream
-/// Wasmtime, compiles and gets the same answers.
+/// Values in this runtime have the function, extern, exception and (of the
+/// GC proposal, `i31` only) internal hierarchies' types; the struct, array
+/// and continuation heap types are here so that code that inspects or
+/// compares types, written for upstream Wasmtime, compiles and gets the
+/// same answers.
 #[derive(Clone, Hash)]
 pub struct RefType {
     is_nullable: bool,
@@ -361,6 +362,10 @@ impl RefType {
             WasmHeapType::NoExtern => HeapType::NoExtern,
             WasmHeapType::Exn => HeapType::Exn,
             WasmHeapType::NoExn => HeapType::NoExn,
+            WasmHeapType::Any => HeapType::Any,
+            WasmHeapType::Eq => HeapType::Eq,
+            WasmHeapType::I31 => HeapType::I31,
+            WasmHeapType::None => HeapType::None,
             WasmHeapType::ConcreteFunc(ConcreteFuncType::Engine(id)) => {
                 HeapType::ConcreteFunc(FuncType::from_index(engine, id))
             }
@@ -386,11 +391,15 @@ impl RefType {
             HeapType::NoExtern => WasmHeapType::NoExtern,
             HeapType::Exn => WasmHeapType::Exn,
             HeapType::NoExn => WasmHeapType::NoExn,
+            HeapType::Any => WasmHeapType::Any,
+            HeapType::Eq => WasmHeapType::Eq,
+            HeapType::I31 => WasmHeapType::I31,
+            HeapType::None => WasmHeapType::None,
             HeapType::ConcreteFunc(f) => {
                 WasmHeapType::ConcreteFunc(ConcreteFuncType::Engine(f.index()))
             }
             _ => bail!(
-                "reference type `{self}` is not supported (the GC and stack-switching proposals are not implemented)"
+                "reference type `{self}` is not supported (of the GC proposal only `i31` is implemented; structs, arrays and stack switching are not)"
             ),
         };
         Ok(WasmRefType {
@@ -412,11 +421,11 @@ impl RefType {
 }
 
 /// What a reference can point to, in the hierarchies of the WebAssembly
-/// type system: `func`, `extern`, and the `any`, `exn` and `cont` ones of
-/// proposals this runtime does not implement.
+/// type system: `func`, `extern`, `exn`, `any` (GC proposal) and `cont`
+/// (stack switching, not implemented).
 ///
-/// Only function and extern references occur as values here; the other
-/// variants take part in type matching only.
+/// Function, extern, exception and `i31` references occur as values here;
+/// `array`, `struct`, `cont` and `nocont` take part in type matching only.
 #[derive(Debug, Clone, Hash)]
 pub enum HeapType {
     /// `extern`: the top of the host-reference hierarchy.

@@ -66,7 +66,7 @@ pub enum Val {
     FuncRef(Option<Func>),
     /// An external reference (`None` is null).
     ExternRef(Option<Rooted<ExternRef>>),
-    /// An internal reference (GC proposal; never produced by this runtime).
+    /// An internal reference (GC proposal: here an `i31ref`; `None` is null).
     AnyRef(Option<Rooted<AnyRef>>),
     /// An exception reference (exceptions proposal; never produced by this
     /// runtime).
@@ -153,6 +153,7 @@ impl Val {
         match r.heap.top() {
             WasmHeapType::Extern => Val::ExternRef(None),
             WasmHeapType::Exn => Val::ExnRef(None),
+            WasmHeapType::Any => Val::AnyRef(None),
             _ => Val::FuncRef(None),
         }
     }
@@ -189,7 +190,8 @@ impl Val {
             Val::FuncRef(Some(_)) => ValType::Ref(RefType::new(false, HeapType::Func)),
             Val::ExternRef(None) => ValType::NULLEXTERNREF,
             Val::ExternRef(Some(_)) => ValType::Ref(RefType::new(false, HeapType::Extern)),
-            Val::AnyRef(_) => ValType::NULLREF,
+            Val::AnyRef(None) => ValType::NULLREF,
+            Val::AnyRef(Some(_)) => ValType::Ref(RefType::new(false, HeapType::I31)),
             Val::ExnRef(None) => ValType::NULLEXNREF,
             Val::ExnRef(Some(_)) => ValType::Ref(RefType::new(false, HeapType::Exn)),
             Val::ContRef(_) => ValType::Ref(RefType::new(true, HeapType::NoCont)),
@@ -217,6 +219,7 @@ impl Val {
             Val::FuncRef(Some(f)) => f.comes_from_same_store(store),
             Val::ExternRef(Some(r)) => r.comes_from_same_store(store),
             Val::ExnRef(Some(e)) => e.comes_from_same_store(store),
+            Val::AnyRef(Some(a)) => a.store == store.id(),
             _ => true,
         }
     }
@@ -248,7 +251,11 @@ impl Val {
                 Some(e) => e.raw_handle(opaque)?,
                 None => 0,
             }),
-            Val::AnyRef(_) | Val::ContRef(_) => RawValue::reference(0),
+            Val::AnyRef(a) => RawValue::reference(match a {
+                Some(a) => a.raw_word(opaque)?,
+                None => 0,
+            }),
+            Val::ContRef(_) => RawValue::reference(0),
         })
     }
 
@@ -330,6 +337,18 @@ impl Val {
                     }
                     Some(_) => bail!(
                         "type mismatch: expected {}, found a non-null exnref",
+                        ValType::from_wasm(store.engine(), ty)
+                    ),
+                    None => Self::null_raw(r, store)?,
+                })
+            }
+            (Val::AnyRef(a), WasmValType::Ref(r)) if r.heap.top() == WasmHeapType::Any => {
+                RawValue::reference(match a {
+                    // Every non-null anyref is an i31, a value of `any`, `eq`
+                    // and `i31`.
+                    Some(a) if r.heap != WasmHeapType::None => a.raw_word(store)?,
+                    Some(_) => bail!(
+                        "type mismatch: expected {}, found an i31ref",
                         ValType::from_wasm(store.engine(), ty)
                     ),
                     None => Self::null_raw(r, store)?,
@@ -637,7 +656,8 @@ impl Ref {
             .expect("Ref::unwrap_extern on non-extern reference")
     }
 
-    /// Whether this is in the `any` hierarchy (never, in this runtime).
+    /// Whether this is in the `any` hierarchy (GC proposal; here, an `i31`
+    /// or null).
     pub fn is_any(&self) -> bool {
         matches!(self, Ref::Any(_))
     }
@@ -745,6 +765,7 @@ impl Ref {
         match ty.heap.top() {
             WasmHeapType::Extern => Ref::Extern(ExternRef::from_raw_handle(store, raw)),
             WasmHeapType::Exn => Ref::Exn(ExnRef::from_raw_handle(store, raw)),
+            WasmHeapType::Any => Ref::Any((raw != 0).then(|| AnyRef::from_raw_word(store, raw))),
             // SAFETY: per the contract, a function reference of `store`
             // (every other heap type is in the function hierarchy).
             _ => Ref::Func(unsafe { store.func_from_raw(raw) }),
@@ -927,15 +948,121 @@ impl ExternRef {
     }
 }
 
-/// An internal reference (GC proposal). This runtime never creates one; the
-/// type exists for API compatibility.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// An internal reference (`anyref`, GC proposal). Of the GC proposal this
+/// runtime has only unboxed 31-bit integers, so every non-null `AnyRef` is
+/// an [`I31`]: it is the integer itself, tagged, and needs no storage in
+/// the store, which it records only to refuse use with another store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AnyRef {
-    _private: (),
+    store: StoreId,
+    /// The tagged word Wasm holds (`wasmtime_environ::i31_word`).
+    word: u32,
 }
 
 impl sealed::GcRefImpl for AnyRef {}
 impl GcRef for AnyRef {}
+
+impl AnyRef {
+    /// The `i31ref` holding `value`, as an `anyref` of `store`.
+    pub fn from_i31(mut store: impl AsContextMut, value: I31) -> Rooted<AnyRef> {
+        let store = store.as_context_mut();
+        let word = wasmtime_environ::i31_word(value.get_u32());
+        Rooted {
+            inner: AnyRef {
+                store: store.0.opaque.id(),
+                // Fits: the word has 32 significant bits.
+                word: word as u32,
+            },
+        }
+    }
+
+    /// Whether this reference is an `i31ref` (always, in this runtime).
+    ///
+    /// # Errors
+    ///
+    /// Fails if the reference belongs to another store.
+    pub fn is_i31(&self, store: impl AsContext) -> Result<bool> {
+        Ok(self.as_i31(store)?.is_some())
+    }
+
+    /// The integer, if this reference is an `i31ref`.
+    ///
+    /// # Errors
+    ///
+    /// Fails if the reference belongs to another store.
+    pub fn as_i31(&self, store: impl AsContext) -> Result<Option<I31>> {
+        let store = store.as_context();
+        store.0.opaque.check_store(self.store, "anyref")?;
+        Ok(wasmtime_environ::i31_value(u64::from(self.word)).map(I31))
+    }
+
+    /// The integer of what must be an `i31ref`.
+    ///
+    /// # Errors
+    ///
+    /// Fails if the reference belongs to another store or is not an
+    /// `i31ref`.
+    pub fn unwrap_i31(&self, store: impl AsContext) -> Result<I31> {
+        self.as_i31(store)?.context("anyref is not an i31ref")
+    }
+
+    /// The word Wasm holds for this reference.
+    pub(crate) fn raw_word(&self, store: &StoreOpaque) -> Result<usize> {
+        store.check_store(self.store, "anyref")?;
+        Ok(self.word as usize)
+    }
+
+    /// The reference Wasm holds as `word` (not null).
+    pub(crate) fn from_raw_word(store: &StoreOpaque, word: usize) -> Rooted<AnyRef> {
+        Rooted {
+            inner: AnyRef {
+                store: store.id(),
+                word: word as u32,
+            },
+        }
+    }
+}
+
+/// An unboxed 31-bit integer, the value of an `i31ref` (GC proposal). It
+/// keeps 31 bits; reading it back gives them zero-extended
+/// ([`I31::get_u32`]) or sign-extended ([`I31::get_i32`]), as `i31.get_u`
+/// and `i31.get_s` do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct I31(u32);
+
+impl I31 {
+    /// `value` if it fits in 31 unsigned bits.
+    pub fn new_u32(value: u32) -> Option<I31> {
+        (value < 1 << 31).then_some(I31(value))
+    }
+
+    /// `value` if it fits in 31 signed bits.
+    pub fn new_i32(value: i32) -> Option<I31> {
+        (-(1 << 30)..1 << 30)
+            .contains(&value)
+            .then_some(I31(value as u32 & 0x7fff_ffff))
+    }
+
+    /// The low 31 bits of `value` (what `ref.i31` keeps).
+    pub fn wrapping_u32(value: u32) -> I31 {
+        I31(value & 0x7fff_ffff)
+    }
+
+    /// The low 31 bits of `value` (what `ref.i31` keeps).
+    pub fn wrapping_i32(value: i32) -> I31 {
+        I31::wrapping_u32(value as u32)
+    }
+
+    /// The 31 bits, zero-extended.
+    pub fn get_u32(&self) -> u32 {
+        self.0
+    }
+
+    /// The 31 bits, sign-extended.
+    pub fn get_i32(&self) -> i32 {
+        ((self.0 << 1) as i32) >> 1
+    }
+}
 
 /// A reference to a thrown exception (`exnref`, exceptions proposal): its
 /// tag and payload, read with [`ExnRef::tag`] and [`ExnRef::field`].

@@ -592,6 +592,10 @@ fn core_ref_type(ty: &ct::WasmRefType) -> Result<WasmRefType> {
         ct::WasmHeapType::NoExtern => H::NoExtern,
         ct::WasmHeapType::Exn => H::Exn,
         ct::WasmHeapType::NoExn => H::NoExn,
+        ct::WasmHeapType::Any => H::Any,
+        ct::WasmHeapType::Eq => H::Eq,
+        ct::WasmHeapType::I31 => H::I31,
+        ct::WasmHeapType::None => H::None,
         _ => return Err(unsupported(&format!("the core reference type `{ty}`"))),
     };
     Ok(WasmRefType {

@@ -439,6 +439,11 @@ pub fn eval_const_expr(
             ConstOp::RefNull(_) => stack.push(ValRaw::reference(0)),
             ConstOp::RefFunc(f) => stack.push(ValRaw::reference(func_ref(f)?)),
             ConstOp::GlobalGet(g) => stack.push(global(g)?),
+            ConstOp::RefI31 => {
+                let value = pop(&mut stack)?.get_i32();
+                let word = wasmtime_environ::i31_word(value as u32);
+                stack.push(ValRaw::reference(usize::try_from(word)?));
+            }
             ConstOp::I32Add | ConstOp::I32Sub | ConstOp::I32Mul => {
                 let b = pop(&mut stack)?.get_i32();
                 let a = pop(&mut stack)?.get_i32();
