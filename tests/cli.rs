@@ -448,7 +448,7 @@ fn unsupported_flags_are_named() {
     let t = tool();
     for (flag, shown) in [
         (&["-W", "component-model"][..], "-W component-model"),
-        (&["-Wgc=y"][..], "-W gc=y"),
+        (&["-Wmemory64=y"][..], "-W memory64=y"),
         (&["-W", "simd,threads"][..], "-W threads"),
         (&["-O", "pooling-allocator"][..], "-O pooling-allocator"),
         (&["-C", "compiler=winch"][..], "-C compiler=winch"),
@@ -466,7 +466,7 @@ fn unsupported_flags_are_named() {
     // comma lists, attached values, booleans in every spelling.
     let o = run(&[
         "-W",
-        "gc=n,component-model=no,simd=yes",
+        "memory64=n,component-model=no,simd=yes",
         "-Wbulk-memory=true",
         "-Wmulti-value",
         "-C",

@@ -9,7 +9,7 @@
 //!
 //! Every upstream option name is known here. Options this engine does not
 //! implement are rejected at parse time with an error naming them, except
-//! that switching a feature we do not have *off* (`-W gc=n`) is accepted,
+//! that switching a feature we do not have *off* (`-W memory64=n`) is accepted,
 //! since that is already the case.
 
 use clap::builder::TypedValueParser;
@@ -666,8 +666,8 @@ mod tests {
             "unsupported: -W component-model is not supported by this engine (`-W help` lists what is)"
         );
         // Turning off what does not exist is fine.
-        assert_eq!(one(Group::Wasm, "gc=n").value, Value::Bool(false));
-        assert!(parse_group(Group::Wasm, "gc=y").is_err());
+        assert_eq!(one(Group::Wasm, "memory64=n").value, Value::Bool(false));
+        assert!(parse_group(Group::Wasm, "memory64=y").is_err());
         assert!(parse_group(Group::Optimize, "pooling-total-memories=10").is_err());
         assert_eq!(one(Group::Codegen, "cache=n").value, Value::Bool(false));
         assert_eq!(one(Group::Codegen, "cache").value, Value::Bool(true));

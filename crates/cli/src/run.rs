@@ -508,7 +508,7 @@ impl CommonOptions {
                 (Group::Wasi, "inherit-stdout") => r.wasi.inherit_stdout = Some(on),
                 (Group::Wasi, "inherit-stderr") => r.wasi.inherit_stderr = Some(on),
                 // Accepted without effect: features this engine does not
-                // have, switched off (`-W gc=n`), `all-proposals` (handled
+                // have, switched off (`-W memory64=n`), `all-proposals` (handled
                 // above), and WASI options that only concern components.
                 _ => {}
             }

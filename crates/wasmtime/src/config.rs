@@ -29,8 +29,8 @@ use wasmtime_environ::Tunables;
 ///     .cranelift_opt_level(OptLevel::SpeedAndSize);
 /// let engine = Engine::new(&config)?;
 ///
-/// // Accepted by the setter, refused by the engine: no GC here.
-/// config.wasm_gc(true);
+/// // Accepted by the setter, refused by the engine: no memory64 here.
+/// config.wasm_memory64(true);
 /// assert!(Engine::new(&config).is_err());
 /// # drop(engine);
 /// # Ok(())

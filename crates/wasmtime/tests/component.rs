@@ -95,6 +95,41 @@ fn the_component_model_must_be_enabled() {
 }
 
 #[test]
+fn async_and_gc_components_are_refused_at_load() {
+    let engine = engine();
+    for (what, wat) in [
+        (
+            "an async lift",
+            r#"(component
+                 (core module $m (func (export "f")))
+                 (core instance $i (instantiate $m))
+                 (func (export "f") (canon lift (core func $i "f") async)))"#,
+        ),
+        ("a stream type", r#"(component (type (stream u8)))"#),
+        (
+            "a future in a signature",
+            r#"(component (import "f" (func (param "x" (future u8)))))"#,
+        ),
+        (
+            "the GC data model",
+            r#"(component
+                 (core module $m (func (export "f") (param i32)))
+                 (core instance $i (instantiate $m))
+                 (func (export "f") (param "x" u32) (canon lift (core func $i "f") gc)))"#,
+        ),
+    ] {
+        let err = match Component::new(&engine, wat) {
+            Ok(_) => panic!("a component with {what} was accepted"),
+            Err(e) => format!("{e:#}"),
+        };
+        assert!(
+            err.contains("requires") && err.contains("feature"),
+            "{what}: {err}"
+        );
+    }
+}
+
+#[test]
 fn threads_inside_a_component_are_refused_at_load() {
     let engine = engine();
     // The component validator knows shared memories, so a component that
