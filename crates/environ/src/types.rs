@@ -61,7 +61,7 @@ impl VMSharedTypeIndex {
 /// everything that outlives the module's translation (runtime tables and
 /// globals, import checks against another module's exports, the public
 /// API) names them by their engine-wide id, under which equal function
-/// types of different modules are one. `ModuleInfo::canonicalize` turns
+/// types of different modules are one. `ModuleInfo::register_types` turns
 /// the first form into the second once the module's types are registered,
 /// so two `Module` indices are never compared across modules.
 #[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
@@ -72,9 +72,10 @@ pub enum ConcreteFuncType {
     Engine(VMSharedTypeIndex),
 }
 
-/// What a reference points to: the abstract heap types of the three
-/// hierarchies this runtime has (functions, host references, exceptions),
-/// and, with the function-references proposal, one function type.
+/// What a reference points to: the abstract heap types of the four
+/// hierarchies this runtime has (functions, host references, exceptions,
+/// and the GC proposal's internal references, of which only `i31`s exist
+/// here), and, with the function-references proposal, one function type.
 #[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
 pub enum WasmHeapType {
     /// `func`: any function.
@@ -119,7 +120,8 @@ pub fn i31_value(word: u64) -> Option<u32> {
 impl WasmHeapType {
     /// The most general heap type of this one's hierarchy; all heap types
     /// of one hierarchy share a representation (funcref: a `VMFuncRef`
-    /// pointer; externref and exnref: store-local handles; null: 0).
+    /// pointer; externref and exnref: store-local handles; anyref: an
+    /// `i31` word, see [`i31_word`]; null: 0).
     pub fn top(self) -> WasmHeapType {
         match self {
             WasmHeapType::Func | WasmHeapType::NoFunc | WasmHeapType::ConcreteFunc(_) => {
@@ -153,7 +155,8 @@ impl WasmHeapType {
     }
 
     /// Converts from wasmparser's heap type, refusing the GC proposal's
-    /// hierarchy, shared references and exact types.
+    /// struct and array types, the stack-switching proposal's, shared
+    /// references and exact types.
     pub fn from_wasmparser(ty: wasmparser::HeapType) -> Result<WasmHeapType> {
         use wasmparser::AbstractHeapType as A;
         Ok(match ty {
