@@ -65,6 +65,9 @@ fn run(data: &[u8]) -> Result<()> {
         ),
     };
     stats::bump("modules_compiled");
+    if uses_tail_calls(&wasm) {
+        stats::bump("modules_compiled_with_tail_calls");
+    }
 
     let mut up_store = upstream::new_store(up_engine, host_fail_one_in);
     let mut our_store = ours::new_store(&our_engine, host_fail_one_in);
@@ -500,4 +503,29 @@ impl OursInterrupts {
             _ => false,
         }
     }
+}
+
+/// Whether a valid module has a `return_call` or `return_call_indirect`
+/// (counted so that a run shows tail calls were compared, not only
+/// allowed).
+fn uses_tail_calls(wasm: &[u8]) -> bool {
+    use wasmparser::{Operator, Parser, Payload};
+    Parser::new(0).parse_all(wasm).any(|payload| {
+        let Ok(Payload::CodeSectionEntry(body)) = payload else {
+            return false;
+        };
+        let Ok(mut ops) = body.get_operators_reader() else {
+            return false;
+        };
+        while !ops.eof() {
+            match ops.read() {
+                Ok(Operator::ReturnCall { .. } | Operator::ReturnCallIndirect { .. }) => {
+                    return true;
+                }
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+        false
+    })
 }

@@ -75,6 +75,7 @@ pub fn smith_config(u: &mut Unstructured<'_>, purpose: Purpose) -> Result<wasm_s
         saturating_float_to_int_enabled: u.ratio(3, 4)?,
         sign_extension_ops_enabled: u.ratio(3, 4)?,
         extended_const_enabled: u.arbitrary()?,
+        tail_call_enabled: u.arbitrary()?,
         allow_floats: u.ratio(7, 8)?,
         max_memories: u.int_in_range(0..=3)?,
         max_tables: u.int_in_range(0..=3)?,
