@@ -65,8 +65,12 @@ fn run(data: &[u8]) -> Result<()> {
         ),
     };
     stats::bump("modules_compiled");
-    if uses_tail_calls(&wasm) {
+    let (tail_calls, typed_refs) = proposals_used(&wasm);
+    if tail_calls {
         stats::bump("modules_compiled_with_tail_calls");
+    }
+    if typed_refs {
+        stats::bump("modules_compiled_with_typed_function_references");
     }
 
     let mut up_store = upstream::new_store(up_engine, host_fail_one_in);
@@ -505,27 +509,34 @@ impl OursInterrupts {
     }
 }
 
-/// Whether a valid module has a `return_call` or `return_call_indirect`
-/// (counted so that a run shows tail calls were compared, not only
-/// allowed).
-fn uses_tail_calls(wasm: &[u8]) -> bool {
-    use wasmparser::{Operator, Parser, Payload};
-    Parser::new(0).parse_all(wasm).any(|payload| {
+/// Whether a valid module uses tail calls (`return_call*`) and typed
+/// function references (`call_ref`, `ref.as_non_null`, `br_on_null`,
+/// `br_on_non_null`), counted so that a run shows them compared, not only
+/// allowed.
+fn proposals_used(wasm: &[u8]) -> (bool, bool) {
+    use wasmparser::{Operator as O, Parser, Payload};
+    let (mut tail_calls, mut typed_refs) = (false, false);
+    for payload in Parser::new(0).parse_all(wasm) {
         let Ok(Payload::CodeSectionEntry(body)) = payload else {
-            return false;
+            continue;
         };
         let Ok(mut ops) = body.get_operators_reader() else {
-            return false;
+            continue;
         };
         while !ops.eof() {
             match ops.read() {
-                Ok(Operator::ReturnCall { .. } | Operator::ReturnCallIndirect { .. }) => {
-                    return true;
-                }
+                Ok(O::ReturnCall { .. } | O::ReturnCallIndirect { .. }) => tail_calls = true,
+                Ok(O::ReturnCallRef { .. }) => (tail_calls, typed_refs) = (true, true),
+                Ok(
+                    O::CallRef { .. }
+                    | O::RefAsNonNull
+                    | O::BrOnNull { .. }
+                    | O::BrOnNonNull { .. },
+                ) => typed_refs = true,
                 Ok(_) => {}
-                Err(_) => return false,
+                Err(_) => break,
             }
         }
-        false
-    })
+    }
+    (tail_calls, typed_refs)
 }

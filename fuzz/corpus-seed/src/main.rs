@@ -9,7 +9,8 @@
 //!
 //! Seeds: every module of the spec testsuite's Wasm 2.0 and SIMD `.wast`
 //! files (the ones that must validate for all three targets, the invalid
-//! and malformed ones for `compile` only), plus modules from `wasm-smith`
+//! and malformed ones for `compile` only), those of the function-references
+//! proposal for `differential` and `compile`, plus modules from `wasm-smith`
 //! with random proposal sets (including ones we do not implement, which
 //! must be rejected) for `compile`. For `differential` and
 //! `interrupt_liveness` (and `deserialize` and `reset`, which share the layout) a
@@ -133,6 +134,26 @@ fn seed(fuzz_dir: &Path, smith_count: usize) {
     let files = spec(SpecVersion::V2)
         .map(|f| (f.name().to_string(), f.raw()))
         .chain(proposal(Proposal::Simd).map(|f| (f.name().to_string(), f.raw())));
+    // Typed function references (`call_ref`, `br_on_null`, ...) reach
+    // `differential` and `compile` only through these seeds: wasm-smith
+    // makes them only with the whole GC proposal, which this engine lacks.
+    // The other targets keep to Wasm 2.0 seeds.
+    let typed_refs = proposal(Proposal::FunctionReferences)
+        .filter(|f| f.name().ends_with(".wast"))
+        .map(|f| (f.name().to_string(), f.raw()));
+    for (name, text) in typed_refs {
+        let Ok((valid, invalid)) = spec_modules(text) else {
+            eprintln!("skipping function-references/{name}");
+            continue;
+        };
+        for wasm in &valid {
+            compile.add(wasm);
+            differential.add(&embedded(wasm, &bytes.take(96)));
+        }
+        for wasm in &invalid {
+            compile.add(wasm);
+        }
+    }
     for (name, text) in files {
         let (valid, invalid) = match spec_modules(text) {
             Ok(modules) => modules,
