@@ -862,8 +862,7 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
             }
             O::RefAsNonNull => {
                 let r = self.pop1();
-                let trap = crate::compiler::trap_code(wasmtime_mmu_environ::Trap::NullReference);
-                self.b.ins().trapz(r, trap);
+                self.trap_if_null(r);
                 self.push1(r);
             }
             // ---- the `i31` slice of GC (see `environ::i31_word`) ----
@@ -879,8 +878,7 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
             }
             O::I31GetS | O::I31GetU => {
                 let r = self.pop1();
-                let trap = crate::compiler::trap_code(wasmtime_mmu_environ::Trap::NullReference);
-                self.b.ins().trapz(r, trap);
+                self.trap_if_null(r);
                 let low = self.b.ins().ireduce(I32, r);
                 let v = match op {
                     O::I31GetS => self.b.ins().sshr_imm_u(low, 1),
@@ -894,20 +892,21 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
                 let v = self.b.ins().uextend(I32, eq);
                 self.push1(v);
             }
-            O::RefTestNonNull { hty } | O::RefTestNullable { hty } => {
-                let nullable = matches!(op, O::RefTestNullable { .. });
+            O::RefTestNonNull { hty }
+            | O::RefTestNullable { hty }
+            | O::RefCastNonNull { hty }
+            | O::RefCastNullable { hty } => {
+                let nullable = matches!(op, O::RefTestNullable { .. } | O::RefCastNullable { .. });
                 let r = self.pop1();
                 let ok = self.internal_ref_test(r, hty, nullable)?;
-                let v = self.b.ins().uextend(I32, ok);
-                self.push1(v);
-            }
-            O::RefCastNonNull { hty } | O::RefCastNullable { hty } => {
-                let nullable = matches!(op, O::RefCastNullable { .. });
-                let r = self.pop1();
-                let ok = self.internal_ref_test(r, hty, nullable)?;
-                let trap = crate::compiler::trap_code(wasmtime_mmu_environ::Trap::CastFailure);
-                self.b.ins().trapz(ok, trap);
-                self.push1(r);
+                if matches!(op, O::RefCastNonNull { .. } | O::RefCastNullable { .. }) {
+                    let trap = crate::compiler::trap_code(wasmtime_mmu_environ::Trap::CastFailure);
+                    self.b.ins().trapz(ok, trap);
+                    self.push1(r);
+                } else {
+                    let v = self.b.ins().uextend(I32, ok);
+                    self.push1(v);
+                }
             }
             O::RefIsNull => {
                 let r = self.pop1();
@@ -1186,7 +1185,7 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
         nullable: bool,
     ) -> Result<Value> {
         use wasmtime_mmu_environ::WasmHeapType as H;
-        let target = wasmtime_mmu_environ::WasmHeapType::from_wasmparser(hty)?;
+        let target = H::from_wasmparser(hty)?;
         let is_null = self.b.ins().icmp_imm_s(IntCC::Equal, r, 0);
         let non_null_ok = match target {
             H::Any | H::Eq | H::I31 => {
@@ -1203,6 +1202,12 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
         } else {
             non_null_ok
         })
+    }
+
+    /// Traps with `Trap::NullReference` if the reference `r` is null.
+    fn trap_if_null(&mut self, r: Value) {
+        let trap = crate::compiler::trap_code(wasmtime_mmu_environ::Trap::NullReference);
+        self.b.ins().trapz(r, trap);
     }
 
     /// Branches to the label `relative_depth` out, with the label's

@@ -171,10 +171,12 @@ impl WasmHeapType {
                 A::Eq => WasmHeapType::Eq,
                 A::I31 => WasmHeapType::I31,
                 A::None => WasmHeapType::None,
+                // The refused ones (`struct`, `array`, `cont`, `nocont`)
+                // are named as the text format spells them.
                 other => bail!(
                     "heap type `{}` is not supported (of the GC proposal this runtime has only `i31`; \
                      structs, arrays and the stack-switching proposal are not implemented)",
-                    ty_name(other)
+                    format!("{other:?}").to_lowercase()
                 ),
             },
             wasmparser::HeapType::Abstract { shared: true, .. } => {
@@ -198,26 +200,6 @@ impl WasmHeapType {
         if let WasmHeapType::ConcreteFunc(ConcreteFuncType::Module(i)) = *self {
             *self = WasmHeapType::ConcreteFunc(ConcreteFuncType::Engine(engine_id(i)));
         }
-    }
-}
-
-fn ty_name(ty: wasmparser::AbstractHeapType) -> &'static str {
-    use wasmparser::AbstractHeapType as A;
-    match ty {
-        A::Func => "func",
-        A::Extern => "extern",
-        A::Any => "any",
-        A::None => "none",
-        A::NoExtern => "noextern",
-        A::NoFunc => "nofunc",
-        A::Eq => "eq",
-        A::Struct => "struct",
-        A::Array => "array",
-        A::I31 => "i31",
-        A::Exn => "exn",
-        A::NoExn => "noexn",
-        A::Cont => "cont",
-        A::NoCont => "nocont",
     }
 }
 
@@ -252,15 +234,6 @@ impl WasmRefType {
     /// Whether a value of type `self` may be used where `other` is expected.
     pub fn matches(self, other: WasmRefType) -> bool {
         (!self.nullable || other.nullable) && self.heap.matches(other.heap)
-    }
-
-    /// The top of this type's hierarchy (`funcref`, `externref` or
-    /// `exnref`), which has the same representation.
-    pub fn top(self) -> WasmRefType {
-        WasmRefType {
-            nullable: true,
-            heap: self.heap.top(),
-        }
     }
 }
 
@@ -484,9 +457,7 @@ impl WasmTableType {
             maximum: ty.maximum,
         })
     }
-}
 
-impl WasmTableType {
     /// Replaces module type indices by engine ids (see [`ConcreteFuncType`]).
     pub fn canonicalize(&mut self, engine_id: &impl Fn(TypeIndex) -> VMSharedTypeIndex) {
         self.element.heap.canonicalize(engine_id);
@@ -550,9 +521,7 @@ impl WasmGlobalType {
             mutable: ty.mutable,
         })
     }
-}
 
-impl WasmGlobalType {
     /// Replaces module type indices by engine ids (see [`ConcreteFuncType`]).
     pub fn canonicalize(&mut self, engine_id: &impl Fn(TypeIndex) -> VMSharedTypeIndex) {
         self.content.canonicalize(engine_id);

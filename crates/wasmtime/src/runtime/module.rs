@@ -413,7 +413,7 @@ impl Module {
     /// types and builds the module.
     fn assemble(
         engine: &Engine,
-        info: ModuleInfo,
+        mut info: ModuleInfo,
         skeleton: Box<[u8]>,
         tables: CodeTables,
         code: CodeMemory,
@@ -449,7 +449,6 @@ impl Module {
         let code = Arc::new(code);
         // From here on every type of the module names function types by
         // engine id, as anything compared with other modules must.
-        let mut info = info;
         let type_ids: Box<[VMSharedTypeIndex]> = info
             .register_types(|ty| engine.signatures().register(ty))
             .into();

@@ -235,24 +235,17 @@ impl ValType {
         }
     }
 
-    /// The runtime representation, for the types this runtime supports.
-    pub(crate) fn to_wasm(&self) -> Result<WasmValType> {
+    /// The runtime representation for `engine`, for the types this runtime
+    /// supports (see [`RefType::to_wasm`]).
+    pub(crate) fn to_wasm(&self, engine: &Engine) -> Result<WasmValType> {
         Ok(match self {
             ValType::I32 => WasmValType::I32,
             ValType::I64 => WasmValType::I64,
             ValType::F32 => WasmValType::F32,
             ValType::F64 => WasmValType::F64,
             ValType::V128 => WasmValType::V128,
-            ValType::Ref(r) => WasmValType::Ref(r.to_wasm()?),
+            ValType::Ref(r) => WasmValType::Ref(r.to_wasm(engine)?),
         })
-    }
-
-    /// As [`ValType::to_wasm`], refusing a function type of another engine.
-    pub(crate) fn to_wasm_for(&self, engine: &Engine) -> Result<WasmValType> {
-        match self {
-            ValType::Ref(r) => Ok(WasmValType::Ref(r.to_wasm_for(engine)?)),
-            other => other.to_wasm(),
-        }
     }
 }
 
@@ -380,10 +373,10 @@ impl RefType {
         RefType::new(r.nullable, heap_type)
     }
 
-    /// The runtime form. Function types become their engine ids, so the
-    /// result is meaningful only with the engine of those types (callers
-    /// that can check it, check it: see [`RefType::to_wasm_for`]).
-    pub(crate) fn to_wasm(&self) -> Result<WasmRefType> {
+    /// The runtime form for `engine`: a function type becomes its engine
+    /// id, which means something only in the engine that registered it, so
+    /// one of another engine is refused.
+    pub(crate) fn to_wasm(&self, engine: &Engine) -> Result<WasmRefType> {
         let heap = match &self.heap_type {
             HeapType::Func => WasmHeapType::Func,
             HeapType::NoFunc => WasmHeapType::NoFunc,
@@ -396,6 +389,10 @@ impl RefType {
             HeapType::I31 => WasmHeapType::I31,
             HeapType::None => WasmHeapType::None,
             HeapType::ConcreteFunc(f) => {
+                ensure!(
+                    Engine::same(f.engine(), engine),
+                    "type `{self}` names a function type of another engine"
+                );
                 WasmHeapType::ConcreteFunc(ConcreteFuncType::Engine(f.index()))
             }
             _ => bail!(
@@ -406,17 +403,6 @@ impl RefType {
             nullable: self.is_nullable,
             heap,
         })
-    }
-
-    /// As [`RefType::to_wasm`], refusing a function type of another engine.
-    pub(crate) fn to_wasm_for(&self, engine: &Engine) -> Result<WasmRefType> {
-        if let HeapType::ConcreteFunc(f) = &self.heap_type {
-            ensure!(
-                Engine::same(f.engine(), engine),
-                "type `{self}` names a function type of another engine"
-            );
-        }
-        self.to_wasm()
     }
 }
 
@@ -708,11 +694,11 @@ impl FuncType {
         let ty = WasmFuncType {
             params: params
                 .into_iter()
-                .map(|t| t.to_wasm_for(engine))
+                .map(|t| t.to_wasm(engine))
                 .collect::<Result<_>>()?,
             results: results
                 .into_iter()
-                .map(|t| t.to_wasm_for(engine))
+                .map(|t| t.to_wasm(engine))
                 .collect::<Result<_>>()?,
         };
         Ok(FuncType::from_wasm(engine, &ty))
@@ -835,7 +821,7 @@ impl GlobalType {
 
     pub(crate) fn to_wasm(&self, engine: &Engine) -> Result<WasmGlobalType> {
         Ok(WasmGlobalType {
-            content: self.content.to_wasm_for(engine)?,
+            content: self.content.to_wasm(engine)?,
             mutable: self.mutability.is_var(),
         })
     }
@@ -894,7 +880,7 @@ impl TableType {
 
     pub(crate) fn to_wasm(&self, engine: &Engine) -> Result<WasmTableType> {
         Ok(WasmTableType {
-            element: self.element.to_wasm_for(engine)?,
+            element: self.element.to_wasm(engine)?,
             minimum: self.minimum,
             maximum: self.maximum,
         })

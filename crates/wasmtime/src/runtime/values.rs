@@ -239,23 +239,48 @@ impl Val {
             Val::F32(f) => RawValue::f32(*f),
             Val::F64(f) => RawValue::f64(*f),
             Val::V128(v) => RawValue::v128(v.as_u128()),
-            Val::FuncRef(f) => RawValue::reference(match f {
-                Some(f) => opaque.func_to_raw(f)?,
-                None => 0,
-            }),
-            Val::ExternRef(r) => RawValue::reference(match r {
-                Some(r) => r.raw_handle(opaque)? as usize,
-                None => 0,
-            }),
-            Val::ExnRef(e) => RawValue::reference(match e {
-                Some(e) => e.raw_handle(opaque)?,
-                None => 0,
-            }),
-            Val::AnyRef(a) => RawValue::reference(match a {
-                Some(a) => a.raw_word(opaque)?,
-                None => 0,
-            }),
+            Val::FuncRef(_) | Val::ExternRef(_) | Val::ExnRef(_) | Val::AnyRef(_) => {
+                RawValue::reference(self.reference_word(opaque)?)
+            }
             Val::ContRef(_) => RawValue::reference(0),
+        })
+    }
+
+    /// The word Wasm holds for this reference (0 for null), for a value of
+    /// one of the four reference hierarchies this runtime has.
+    fn reference_word(&self, store: &StoreOpaque) -> Result<usize> {
+        Ok(match self {
+            Val::FuncRef(Some(f)) => store.func_to_raw(f)?,
+            Val::ExternRef(Some(r)) => r.raw_handle(store)? as usize,
+            Val::ExnRef(Some(e)) => e.raw_handle(store)?,
+            Val::AnyRef(Some(a)) => a.raw_word(store)?,
+            _ => 0,
+        })
+    }
+
+    /// The top of this reference's hierarchy (`None` for a number or a
+    /// continuation), which decides its representation.
+    fn hierarchy(&self) -> Option<WasmHeapType> {
+        match self {
+            Val::FuncRef(_) => Some(WasmHeapType::Func),
+            Val::ExternRef(_) => Some(WasmHeapType::Extern),
+            Val::ExnRef(_) => Some(WasmHeapType::Exn),
+            Val::AnyRef(_) => Some(WasmHeapType::Any),
+            _ => None,
+        }
+    }
+
+    /// The most precise heap type of a non-null reference (a function's
+    /// own type; every `anyref` here is an `i31`); `None` for null.
+    fn precise_heap_type(&self, store: &StoreOpaque) -> Result<Option<WasmHeapType>> {
+        Ok(match self {
+            Val::FuncRef(Some(f)) => Some(WasmHeapType::ConcreteFunc(ConcreteFuncType::Engine(
+                store.func_data(f)?.ty,
+            ))),
+            Val::ExternRef(Some(_)) => Some(WasmHeapType::Extern),
+            Val::ExnRef(Some(_)) => Some(WasmHeapType::Exn),
+            Val::AnyRef(Some(_)) => Some(WasmHeapType::I31),
+            _ => None,
         })
     }
 
@@ -267,7 +292,7 @@ impl Val {
     /// produced by [`Val::to_raw`] with the same store).
     pub unsafe fn from_raw(mut store: impl AsContextMut, raw: ValRaw, ty: ValType) -> Val {
         let store = store.as_context_mut();
-        match ty.to_wasm() {
+        match ty.to_wasm(store.engine()) {
             // SAFETY: forwarded contract.
             Ok(ty) => unsafe { Val::from_raw_wasm(&mut store.0.opaque, raw, ty) },
             Err(_) => match ty {
@@ -286,73 +311,30 @@ impl Val {
             (Val::F32(f), WasmValType::F32) => RawValue::f32(*f),
             (Val::F64(f), WasmValType::F64) => RawValue::f64(*f),
             (Val::V128(v), WasmValType::V128) => RawValue::v128(v.as_u128()),
-            (Val::FuncRef(f), WasmValType::Ref(r)) if r.heap.top() == WasmHeapType::Func => {
-                RawValue::reference(match f {
-                    Some(f) => {
-                        if !f.comes_from_same_store(store) {
-                            bail!("cross-`Store` values are not currently supported");
-                        }
-                        let actual = store.func_data(f)?.ty;
-                        let matches = match r.heap {
-                            WasmHeapType::Func => true,
-                            WasmHeapType::ConcreteFunc(ConcreteFuncType::Engine(id)) => {
-                                actual == id
-                            }
-                            _ => false,
+            // A reference matches by the subtyping of its own precise type
+            // (null: by nullability) within the expected type's hierarchy.
+            (val, WasmValType::Ref(r)) if val.hierarchy() == Some(r.heap.top()) => {
+                if !val.comes_from_same_store(store) {
+                    bail!("cross-`Store` values are not currently supported");
+                }
+                let expected = || ValType::from_wasm(store.engine(), ty);
+                match val.precise_heap_type(store)? {
+                    None if !r.nullable => {
+                        bail!("type mismatch: expected {}, found null", expected())
+                    }
+                    Some(actual) if !actual.matches(r.heap) => {
+                        let actual = WasmRefType {
+                            nullable: false,
+                            heap: actual,
                         };
-                        if !matches {
-                            bail!(
-                                "type mismatch: expected {}, found a function of type {}",
-                                ValType::from_wasm(store.engine(), ty),
-                                crate::FuncType::from_index(store.engine(), actual)
-                            );
-                        }
-                        store.func_to_raw(f)?
+                        bail!(
+                            "type mismatch: expected {}, found {}",
+                            expected(),
+                            RefType::from_wasm(store.engine(), actual)
+                        )
                     }
-                    None => Self::null_raw(r, store)?,
-                })
-            }
-            (Val::ExternRef(e), WasmValType::Ref(r)) if r.heap.top() == WasmHeapType::Extern => {
-                RawValue::reference(match e {
-                    Some(e) if r.heap == WasmHeapType::Extern => {
-                        if !e.comes_from_same_store(store) {
-                            bail!("cross-`Store` values are not currently supported");
-                        }
-                        e.raw_handle(store)? as usize
-                    }
-                    Some(_) => bail!(
-                        "type mismatch: expected {}, found a non-null externref",
-                        ValType::from_wasm(store.engine(), ty)
-                    ),
-                    None => Self::null_raw(r, store)?,
-                })
-            }
-            (Val::ExnRef(e), WasmValType::Ref(r)) if r.heap.top() == WasmHeapType::Exn => {
-                RawValue::reference(match e {
-                    Some(e) if r.heap == WasmHeapType::Exn => {
-                        if !e.comes_from_same_store(store) {
-                            bail!("cross-`Store` values are not currently supported");
-                        }
-                        e.raw_handle(store)?
-                    }
-                    Some(_) => bail!(
-                        "type mismatch: expected {}, found a non-null exnref",
-                        ValType::from_wasm(store.engine(), ty)
-                    ),
-                    None => Self::null_raw(r, store)?,
-                })
-            }
-            (Val::AnyRef(a), WasmValType::Ref(r)) if r.heap.top() == WasmHeapType::Any => {
-                RawValue::reference(match a {
-                    // Every non-null anyref is an i31, a value of `any`, `eq`
-                    // and `i31`.
-                    Some(a) if r.heap != WasmHeapType::None => a.raw_word(store)?,
-                    Some(_) => bail!(
-                        "type mismatch: expected {}, found an i31ref",
-                        ValType::from_wasm(store.engine(), ty)
-                    ),
-                    None => Self::null_raw(r, store)?,
-                })
+                    _ => RawValue::reference(val.reference_word(store)?),
+                }
             }
             (val, ty) => bail!(
                 "type mismatch: expected {}, found {}",
@@ -360,17 +342,6 @@ impl Val {
                 val.ty_unchecked()
             ),
         })
-    }
-
-    /// Null as a value of `r`, an error if `r` is not nullable.
-    fn null_raw(r: WasmRefType, store: &StoreOpaque) -> Result<usize> {
-        if !r.nullable {
-            bail!(
-                "type mismatch: expected {}, found null",
-                RefType::from_wasm(store.engine(), r)
-            );
-        }
-        Ok(0)
     }
 
     /// Converts a raw value of Wasm type `ty` to a `Val`.

@@ -169,7 +169,8 @@ impl LiftedFunc {
         let param_tys: Arc<[_]> = ty.params.iter().map(|(_, t)| t.clone()).collect();
         let core_ty = core.ty(store);
         let wasm = |tys: &mut dyn Iterator<Item = crate::ValType>| {
-            tys.map(|t| t.to_wasm()).collect::<Result<Vec<_>>>()
+            tys.map(|t| t.to_wasm(store.engine()))
+                .collect::<Result<Vec<_>>>()
         };
         let core_params: Arc<[abi::FlatTy]> = abi::core_params_lift(&param_tys).into();
         let core_signature_matches =
