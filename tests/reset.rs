@@ -167,6 +167,32 @@ fn configs() -> Vec<(&'static str, Config)> {
             .memory_reservation_for_growth(0)
             .memory_guard_size(65536);
     });
+    add("write marks (shootdown-free, 64 KiB)", &|c| {
+        c.track_memory_writes(true);
+    });
+    add("write marks, shootdown-free, no budget", &|c| {
+        c.track_memory_writes(true)
+            .instance_reset_policy(ResetPolicy::ShootdownFree { resident_budget: 0 });
+    });
+    add("write marks, copy", &|c| {
+        c.track_memory_writes(true)
+            .instance_reset_policy(ResetPolicy::Copy);
+    });
+    add("write marks, decommit, no CoW", &|c| {
+        c.track_memory_writes(true)
+            .instance_reset_policy(ResetPolicy::Decommit)
+            .memory_init_cow(false);
+    });
+    add("write marks, pooling, shootdown-free", &|c| {
+        c.track_memory_writes(true).allocation_strategy(pooled());
+    });
+    add("write marks, memory that moves on growth", &|c| {
+        c.track_memory_writes(true)
+            .memory_reservation(0)
+            .memory_reservation_for_growth(0)
+            .memory_guard_size(0)
+            .guard_before_linear_memory(false);
+    });
     out
 }
 
@@ -480,14 +506,15 @@ fn empty_memories_with_no_reservation() {
         ResetPolicy::ShootdownFree { resident_budget: 0 },
         ResetPolicy::Decommit,
     ] {
-        for mmu in [false, true] {
+        for (mmu, marks) in [(false, false), (true, false), (false, true)] {
             let mut config = Config::new();
             config
                 .memory_reservation(0)
                 .memory_guard_size(0)
                 .memory_reservation_for_growth(0)
                 .instance_reset_policy(policy)
-                .mmu_interruption(mmu);
+                .mmu_interruption(mmu)
+                .track_memory_writes(marks);
             let engine = Engine::new(&config).unwrap();
             let mut store = Store::new(&engine, ());
             for wat in [
@@ -505,7 +532,11 @@ fn empty_memories_with_no_reservation() {
                     instance.reset(&mut store).unwrap();
                 }
                 let memory = instance.get_memory(&mut store, "mem").unwrap();
-                assert_eq!(memory.size(&store), 0, "{policy:?} mmu={mmu} {wat}");
+                assert_eq!(
+                    memory.size(&store),
+                    0,
+                    "{policy:?} mmu={mmu} marks={marks} {wat}"
+                );
             }
         }
     }
@@ -585,4 +616,137 @@ fn reset_finds_written_pages_in_swap() {
         "swap is on, but MADV_PAGEOUT never moved a page out: nothing was tested"
     );
     eprintln!("{} resets met pages in swap", exercised.get());
+}
+
+/// Writes that a per-store write mark covers only in part, or not at all:
+/// stores that run past the end of their first 4 KiB, bulk operations over
+/// several 4 KiB blocks, a small constant `memory.copy` (compiled inline),
+/// and host writes.
+const WRITER: &str = r#"
+(module
+  (memory (export "mem") 4 8)
+  (data (i32.const 4090) "image bytes around a block boundary")
+  (data $pd "a passive segment, long enough to cross a block")
+  (func (export "i64_store") (param i32 i64) (i64.store (local.get 0) (local.get 1)))
+  (func (export "v128_store") (param i32 i64)
+    (v128.store (local.get 0) (i64x2.splat (local.get 1))))
+  (func (export "v128_lane") (param i32 i64)
+    (v128.store64_lane 1 (local.get 0) (i64x2.splat (local.get 1))))
+  (func (export "fill") (param i32 i32 i32)
+    (memory.fill (local.get 0) (local.get 1) (local.get 2)))
+  (func (export "copy") (param i32 i32 i32)
+    (memory.copy (local.get 0) (local.get 1) (local.get 2)))
+  (func (export "copy_small") (param i32 i32)
+    (memory.copy (local.get 0) (local.get 1) (i32.const 100)))
+  (func (export "init") (param i32)
+    (memory.init $pd (local.get 0) (i32.const 0) (i32.const 40)))
+  (func (export "grow_and_store") (param i32)
+    (drop (memory.grow (i32.const 2)))
+    (i64.store (local.get 0) (i64.const -1)))
+)
+"#;
+
+#[test]
+fn every_kind_of_write_is_undone() {
+    for (name, config) in configs() {
+        let engine = Engine::new(&config).unwrap();
+        let module = Module::new(&engine, WRITER).unwrap();
+        let mut store = Store::new(&engine, ());
+        let fresh = {
+            let first = Instance::new(&mut store, &module, &[]).unwrap();
+            let memory = first.get_memory(&mut store, "mem").unwrap();
+            memory.data(&store).to_vec()
+        };
+        let instance = Instance::new(&mut store, &module, &[]).unwrap();
+        let memory = instance.get_memory(&mut store, "mem").unwrap();
+        let block = 4096i32;
+        // Each step writes, then the reset must put back every byte.
+        let steps: Vec<(&str, Box<dyn Fn(&mut Store<()>)>)> = vec![
+            ("i64 store across a block end", {
+                Box::new(move |s| {
+                    call::<_, ()>(s, instance, "i64_store", (block - 3, -1i64)).unwrap()
+                })
+            }),
+            ("v128 store in a block's last byte", {
+                Box::new(move |s| {
+                    call::<_, ()>(s, instance, "v128_store", (2 * block - 1, -1i64)).unwrap()
+                })
+            }),
+            ("v128 lane store across a block end, on the image", {
+                Box::new(move |s| {
+                    call::<_, ()>(s, instance, "v128_lane", (block - 2, 0x0101_0101i64)).unwrap()
+                })
+            }),
+            ("fill over three blocks", {
+                Box::new(move |s| {
+                    call::<_, ()>(s, instance, "fill", (block + 5, 0x77, 2 * block + 10)).unwrap()
+                })
+            }),
+            ("copy over two blocks", {
+                Box::new(move |s| {
+                    call::<_, ()>(s, instance, "copy", (5 * block - 100, 4000, 300)).unwrap()
+                })
+            }),
+            ("inline copy across a block end", {
+                Box::new(move |s| {
+                    call::<_, ()>(s, instance, "copy_small", (7 * block - 50, 4080)).unwrap()
+                })
+            }),
+            ("memory.init across a block end", {
+                Box::new(move |s| call::<_, ()>(s, instance, "init", (9 * block - 20)).unwrap())
+            }),
+            ("growth, a store in the grown part", {
+                Box::new(move |s| {
+                    call::<_, ()>(s, instance, "grow_and_store", (5 * 65536 - 4)).unwrap()
+                })
+            }),
+            ("Memory::write", {
+                Box::new(move |s| memory.write(&mut *s, 11 * 4096 + 7, b"host").unwrap())
+            }),
+            ("data_mut", {
+                Box::new(move |s| memory.data_mut(&mut *s)[12 * 4096 + 1] = 3)
+            }),
+            ("a store after data_mut's reset", {
+                Box::new(move |s| {
+                    call::<_, ()>(s, instance, "i64_store", (13 * block + 1, 5i64)).unwrap()
+                })
+            }),
+            ("a write through data_ptr", {
+                Box::new(move |s| {
+                    // SAFETY: in bounds (the memory has 4 pages), and no
+                    // Wasm runs while the pointer is used.
+                    unsafe { *memory.data_ptr(&*s).add(14 * 4096 + 9) = 1 }
+                })
+            }),
+            ("a write through data_ptr taken before the last reset", {
+                Box::new(move |s| {
+                    let ptr = memory.data_ptr(&*s);
+                    // SAFETY: as above.
+                    unsafe { *ptr.add(15 * 4096) = 2 }
+                })
+            }),
+        ];
+        for (what, step) in &steps {
+            step(&mut store);
+            assert_ne!(
+                memory.data(&store),
+                &fresh[..],
+                "{name}: {what} changed nothing"
+            );
+            instance.reset(&mut store).unwrap();
+            assert!(
+                memory.data(&store) == &fresh[..],
+                "{name}: {what} was not undone"
+            );
+        }
+        // Again with every step before one reset.
+        for (_, step) in &steps {
+            step(&mut store);
+        }
+        instance.reset(&mut store).unwrap();
+        assert!(
+            memory.data(&store) == &fresh[..],
+            "{name}: all steps together were not undone"
+        );
+    }
 }

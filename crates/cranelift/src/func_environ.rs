@@ -57,6 +57,10 @@ pub(crate) enum RegionKind {
     ValRaw,
     /// `VMStoreContext::last_wasm_exit_{fp,pc}`.
     ExitFrame,
+    /// The write marks of every linear memory (`vm::WRITE_MARKS_OFFSET`):
+    /// compiled code only stores to them, so they need no ordering against
+    /// anything it loads.
+    WriteMarks,
 }
 
 /// Flags for a load of data that never changes once the instance exists.
@@ -84,6 +88,7 @@ pub(crate) fn region_in(func: &mut ir::Function, kind: RegionKind, index: u32) -
         RegionKind::EpochCounter => Cow::Borrowed("epoch counter"),
         RegionKind::ValRaw => Cow::Borrowed("ValRaw array"),
         RegionKind::ExitFrame => Cow::Borrowed("last wasm exit"),
+        RegionKind::WriteMarks => Cow::Borrowed("write marks"),
     };
     func.dfg.alias_regions.insert(AliasRegionData {
         user_id,
@@ -279,14 +284,79 @@ impl FuncTranslator<'_, '_> {
         self.b.ins().ireduce(I32, old)
     }
 
+    /// Sets the write mark of the 4 KiB of memory `mem` that Wasm address
+    /// `index + offset` (a 32-bit index) lies in, after a store there.
+    ///
+    /// One mark per store, for its first byte: a store of up to 16 bytes
+    /// that crosses into the next 4 KiB writes at most 15 bytes there, and a
+    /// reset restores those bytes after every marked 4 KiB (see
+    /// `Memory::reset` in the runtime), so the second mark is not needed.
+    pub(crate) fn mark_written(&mut self, mem: MemoryIndex, index: Value, offset: u64) {
+        let index = self.b.ins().uextend(I64, index);
+        // An index that reached this point addressed a byte of the memory,
+        // so `index + offset` is below 4 GiB and needs no overflow check.
+        let address = if offset == 0 {
+            index
+        } else {
+            self.b.ins().iadd_imm_s(index, offset as i64)
+        };
+        let mark = self
+            .b
+            .ins()
+            .ushr_imm_u(address, i64::from(WRITE_MARK_SHIFT));
+        self.store_mark_byte(mem, mark);
+    }
+
+    /// Sets the write marks of the 4 KiB blocks that `[dst, dst + len)` of
+    /// memory `mem` touches, after a bulk write there or an inline copy.
+    /// `dst` and `len` are `i64` and already bounds-checked, so their sum
+    /// does not pass the memory's size.
+    fn mark_written_range(&mut self, mem: MemoryIndex, dst: Value, len: Value) {
+        let shift = i64::from(WRITE_MARK_SHIFT);
+        let first = self.b.ins().ushr_imm_u(dst, shift);
+        let end = self.b.ins().iadd(dst, len);
+        let end = self.b.ins().iadd_imm_s(end, (1 << shift) - 1);
+        let end = self.b.ins().ushr_imm_u(end, shift);
+        let count = self.b.ins().isub(end, first);
+        let base = self.heap_base(mem);
+        let marks = self.b.ins().iadd(base, first);
+        let marks = self
+            .b
+            .ins()
+            .iadd_imm_s(marks, i64::from(WRITE_MARKS_OFFSET));
+        let one = self.b.ins().iconst(I32, 1);
+        let vmctx = self.vmctx;
+        // The fill builtin is a bare `memset`; the marks lie inside the
+        // memory's mapping (its leading guard), `count` of them at most one
+        // past the memory's last 4 KiB.
+        self.call_builtin(
+            BuiltinFunctionIndex::memory_fill,
+            &[vmctx, marks, one, count],
+        );
+    }
+
+    /// Stores 1 into write mark number `mark` (an `i64`) of memory `mem`.
+    fn store_mark_byte(&mut self, mem: MemoryIndex, mark: Value) {
+        let base = self.heap_base(mem);
+        let at = self.b.ins().iadd(base, mark);
+        let one = self.b.ins().iconst(I8, 1);
+        let region = self.region(RegionKind::WriteMarks, 0);
+        let flags = MemFlagsData::trusted().with_alias_region(Some(region));
+        self.b.ins().store(flags, one, at, WRITE_MARKS_OFFSET);
+    }
+
     pub(crate) fn memory_fill(&mut self, index: MemoryIndex, dst: Value, val: Value, len: Value) {
         self.before_bulk_op(len);
         // Bounds-checked here, as upstream does, so that the builtin is a
         // bare `memset`: no instance or store lookups per call.
         let len = self.b.ins().uextend(I64, len);
+        let dst_index = self.b.ins().uextend(I64, dst);
         let dst = self.dynamic_checked_range_addr(index, dst, len);
         let vmctx = self.vmctx;
         self.call_builtin(BuiltinFunctionIndex::memory_fill, &[vmctx, dst, val, len]);
+        if self.cx.tunables.track_memory_writes {
+            self.mark_written_range(index, dst_index, len);
+        }
     }
 
     pub(crate) fn memory_copy(
@@ -306,10 +376,14 @@ impl FuncTranslator<'_, '_> {
         // than in the builtin (a bare `memmove`), as upstream does: programs
         // that copy often pay for the call, not for lookups behind it.
         let len = self.b.ins().uextend(I64, len);
+        let dst_index = self.b.ins().uextend(I64, dst);
         let dst = self.dynamic_checked_range_addr(dst_mem, dst, len);
         let src = self.dynamic_checked_range_addr(src_mem, src, len);
         let vmctx = self.vmctx;
         self.call_builtin(BuiltinFunctionIndex::memory_copy, &[vmctx, dst, src, len]);
+        if self.cx.tunables.track_memory_writes {
+            self.mark_written_range(dst_mem, dst_index, len);
+        }
     }
 
     /// `memory.copy` of a small constant length as loads and stores, which
@@ -352,6 +426,17 @@ impl FuncTranslator<'_, '_> {
         for (&(off, _), v) in chunks.iter().zip(values) {
             self.b.ins().store(store_flags, v, dst_addr, off);
         }
+        if self.cx.tunables.track_memory_writes && len > 0 {
+            // At most 128 bytes: the first and the last byte's marks cover
+            // them.
+            let shift = i64::from(WRITE_MARK_SHIFT);
+            let dst = self.b.ins().uextend(I64, dst);
+            let first = self.b.ins().ushr_imm_u(dst, shift);
+            self.store_mark_byte(dst_mem, first);
+            let last = self.b.ins().iadd_imm_s(dst, i64::from(len) - 1);
+            let last = self.b.ins().ushr_imm_u(last, shift);
+            self.store_mark_byte(dst_mem, last);
+        }
     }
 
     /// The native address of `[index, index + len)` in memory `mem`, trapping
@@ -393,6 +478,10 @@ impl FuncTranslator<'_, '_> {
             BuiltinFunctionIndex::memory_init,
             &[vmctx, mem, data, dst, src, len],
         );
+        if self.cx.tunables.track_memory_writes {
+            let len = self.b.ins().uextend(I64, len);
+            self.mark_written_range(index, dst, len);
+        }
     }
 
     pub(crate) fn data_drop(&mut self, data: DataIndex) {

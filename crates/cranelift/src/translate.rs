@@ -1356,6 +1356,12 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
         self.b
             .ins()
             .Store(opcode, ty, flags, Offset32::new(0), value, addr);
+        // After the store: one that traps never marks (a mark past the
+        // memory's end would lie outside the marks).
+        if self.cx.tunables.track_memory_writes {
+            let mem = MemoryIndex::from_u32(memarg.memory);
+            self.mark_written(mem, index, memarg.offset);
+        }
         Ok(())
     }
 

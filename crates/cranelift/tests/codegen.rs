@@ -548,3 +548,41 @@ fn dump_clif() {
     let c = clif(&wat, func, &Tunables::default());
     println!("{}\n{}", c.clif, c.disasm);
 }
+
+/// With `track_memory_writes` every store is followed by one byte store of
+/// 1 into the write marks, `vm::WRITE_MARKS_OFFSET` below the base the
+/// store itself used, at the store's address shifted right by 12; loads
+/// mark nothing, and the function stays a leaf.
+#[test]
+fn write_marks_follow_every_store() {
+    let wat = r#"(module (memory 1)
+      (func (param i32 i64)
+        (i64.store offset=8 (local.get 0) (local.get 1))
+        (drop (i64.load (local.get 0)))
+        (i32.store8 (i32.add (local.get 0) (i32.const 1)) (i32.const 3))))"#;
+    let marked = Tunables {
+        track_memory_writes: true,
+        ..Tunables::default()
+    };
+    let offset = format!(
+        "-{:#x}(",
+        wasmtime_mmu_environ::vm::WRITE_MARKS_OFFSET.unsigned_abs()
+    );
+    let marks = |disasm: &str| -> Vec<String> {
+        disasm
+            .lines()
+            .filter(|l| l.contains(&offset))
+            .map(|l| l.trim().to_string())
+            .collect()
+    };
+    let c = clif(wat, 0, &marked);
+    let found = marks(&c.disasm);
+    assert_eq!(found.len(), 2, "{}", c.disasm);
+    for line in &found {
+        assert!(line.starts_with("movb $0x1,"), "{line}\n{}", c.disasm);
+    }
+    assert!(c.disasm.matches("shrq $0xc,").count() >= 2, "{}", c.disasm);
+    assert!(!c.disasm.contains("call"), "{}", c.disasm);
+    let plain = clif(wat, 0, &Tunables::default());
+    assert!(marks(&plain.disasm).is_empty(), "{}", plain.disasm);
+}

@@ -31,6 +31,10 @@ pub struct Tunables {
     /// How an interrupt is armed, which decides what a poll looks like
     /// (only meaningful with `mmu_interruption`).
     pub mmu_interruption_mode: MmuInterruptionMode,
+    /// Whether every compiled store to linear memory also sets the write
+    /// mark of the 4 KiB it starts in (`vm::WRITE_MARKS_OFFSET`), so that a
+    /// reset learns which pages were written without asking the kernel.
+    pub track_memory_writes: bool,
 }
 
 /// How an MMU interrupt makes the next poll fault; the public
@@ -76,6 +80,7 @@ impl Tunables {
             consume_fuel,
             mmu_interruption,
             mmu_interruption_mode,
+            track_memory_writes,
         } = self;
         vec![
             ("memory_reservation", memory_reservation.to_string()),
@@ -100,6 +105,7 @@ impl Tunables {
                 }
                 .to_string(),
             ),
+            ("track_memory_writes", track_memory_writes.to_string()),
         ]
     }
 }
@@ -116,6 +122,7 @@ impl Default for Tunables {
             consume_fuel: false,
             mmu_interruption: false,
             mmu_interruption_mode: MmuInterruptionMode::PointerSwap,
+            track_memory_writes: false,
         }
     }
 }
@@ -146,6 +153,11 @@ pub struct MemoryPlan {
     /// `Tunables::mmu_interruption`). `guard_before` is then at least one
     /// Wasm page, whatever `guard_before_linear_memory` says.
     pub mmu_poll_page: bool,
+    /// Whether the guard region before the base holds the memory's write
+    /// marks (`Tunables::track_memory_writes`): `guard_before` is then at
+    /// least `vm::WRITE_MARKS_GUARD_BEFORE`, and the marks' bytes are
+    /// read-write.
+    pub write_marks: bool,
 }
 
 impl MemoryPlan {
@@ -172,9 +184,15 @@ impl MemoryPlan {
             } else {
                 0
             }
-            .max(if tunables.mmu_interruption { page } else { 0 }),
+            .max(if tunables.mmu_interruption { page } else { 0 })
+            .max(if tunables.track_memory_writes {
+                round_up(crate::vm::WRITE_MARKS_GUARD_BEFORE, page)
+            } else {
+                0
+            }),
             may_move,
             mmu_poll_page: tunables.mmu_interruption,
+            write_marks: tunables.track_memory_writes,
         }
     }
 

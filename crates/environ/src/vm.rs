@@ -342,6 +342,45 @@ pub const HEAP_MMU_POLL_SLOT_OFFSET: i32 = HEAP_MMU_POLL_PAGE_OFFSET + MMU_POLL_
 pub const VMCTX_MMU_POLL_SLOT_OFFSET: i32 =
     VMCTX_MMU_POLL_PAGE_OFFSET + MMU_POLL_SLOT_IN_PAGE as i32;
 
+/// Bytes of linear memory one write mark stands for (`1 << WRITE_MARK_SHIFT`):
+/// 4 KiB, the unit a reset restores.
+pub const WRITE_MARK_SHIFT: u32 = 12;
+
+/// Where a linear memory's write marks start, relative to its base, when
+/// `Tunables::track_memory_writes` is on: the byte at `base +
+/// WRITE_MARKS_OFFSET + (a >> WRITE_MARK_SHIFT)` is set to 1 by every
+/// compiled store whose first byte is at Wasm address `a`.
+///
+/// The marks live inside the guard region before the memory
+/// ([`WRITE_MARKS_GUARD_BEFORE`] bytes of it at least), so that compiled code
+/// reaches them from the base register it used for the store itself: one
+/// shift and one byte store, no pointer of their own to keep live. Wasm
+/// addresses are unsigned offsets from the base, so no guest access reaches
+/// them; the poll page at the top of the guard region lies above them.
+pub const WRITE_MARKS_OFFSET: i32 = -(2 << 20);
+
+/// The most write marks a memory has: one per 4 KiB of a 4 GiB memory, plus
+/// one for a zero-length bulk operation at the very end.
+pub const WRITE_MARKS_MAX: usize = ((1u64 << 32) >> WRITE_MARK_SHIFT) as usize + 1;
+
+/// The least guard region before a memory that tracks writes: room for
+/// [`WRITE_MARKS_MAX`] marks at [`WRITE_MARKS_OFFSET`], below the poll page.
+pub const WRITE_MARKS_GUARD_BEFORE: u64 = WRITE_MARKS_OFFSET.unsigned_abs() as u64;
+
+/// How many write marks a memory of at most `maximum_bytes` bytes needs:
+/// one per 4 KiB it can ever hold, plus one (see [`WRITE_MARKS_MAX`]).
+pub fn write_marks_len(maximum_bytes: u64) -> usize {
+    let marks = maximum_bytes
+        .div_ceil(1 << WRITE_MARK_SHIFT)
+        .saturating_add(1);
+    usize::try_from(marks).map_or(WRITE_MARKS_MAX, |m| m.min(WRITE_MARKS_MAX))
+}
+
+const _: () = assert!(
+    (WRITE_MARKS_OFFSET.unsigned_abs() as usize) >= WRITE_MARKS_MAX + 2 * MMU_POLL_PAGE_SIZE,
+    "the write marks must end below the poll page"
+);
+
 /// Offset of [`VMContextHeader::magic`].
 pub const VMCTX_MAGIC_OFFSET: u32 = offset_of!(VMContextHeader, magic) as u32;
 /// Offset of [`VMContextHeader::store_context`].

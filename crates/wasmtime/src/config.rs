@@ -1422,6 +1422,61 @@ impl Config {
         self
     }
 
+    /// Makes compiled code record which 4 KiB blocks of linear memory it
+    /// writes, so that a reset restores exactly those without a system
+    /// call.
+    ///
+    /// Every store instruction gets a second, one-byte store behind it: a
+    /// *write mark* for the 4 KiB block its first byte lies in, kept in the
+    /// guard region below the memory (one byte per 4 KiB, so 1 MiB of
+    /// address space for a 4 GiB memory, committed only where marks are
+    /// set). Bulk operations (`memory.fill`, `memory.copy`, `memory.init`)
+    /// mark every block they touch. A reset then reads and clears the
+    /// marks instead of asking the kernel (`PAGEMAP_SCAN`), which gives
+    /// three things: no system call at all under
+    /// [`ResetPolicy::ShootdownFree`] while the copied pages fit in its
+    /// budget; an exact set of this call's pages under every policy, so
+    /// that a page copied back once is not copied again at every later
+    /// reset; and the same cost whether a request writes the same pages
+    /// each time or different ones. A store that starts in the last 15
+    /// bytes of a block and runs into the next is marked for its first
+    /// block only; the reset compares those 15 bytes of the next block with
+    /// their pristine value and restores them if they differ.
+    ///
+    /// The marks only see compiled code. When the host borrows a memory's
+    /// bytes mutably ([`Memory::data_mut`](crate::Memory::data_mut),
+    /// [`Memory::data_and_store_mut`](crate::Memory::data_and_store_mut),
+    /// [`Memory::write`](crate::Memory::write), WASI and component-model
+    /// calls that write guest memory), the next reset of that memory asks
+    /// the kernel as it does without marks; after
+    /// [`Memory::data_ptr`](crate::Memory::data_ptr), whose pointer the host
+    /// may write through at any time, every reset of that memory does.
+    ///
+    /// The price is paid by stores: a shift and a byte store each, measured
+    /// in docs/benchmarks.md ("Write marks"). Turn it on for engines whose
+    /// instances are reset between requests; it is of no use otherwise.
+    ///
+    /// ## Default
+    ///
+    /// Disabled.
+    ///
+    /// # Errors
+    ///
+    /// [`Engine::new`](crate::Engine::new) fails on a host whose pages are
+    /// not 4 KiB (a mark stands for one host page). Precompiled code built
+    /// with a different setting is refused when loaded, as for every
+    /// setting that changes generated code. The guard region before each
+    /// memory grows to at least 2 MiB, whatever
+    /// [`Config::guard_before_linear_memory`] says, to hold the marks.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn track_memory_writes(&mut self, enable: bool) -> &mut Self {
+        self.tunables.track_memory_writes = enable;
+        self
+    }
+
     /// Turns the capture of [`WasmBacktrace`]s for failed calls off, or
     /// back on.
     ///
@@ -1535,6 +1590,15 @@ impl Config {
             }
             if self.tunables.mmu_interruption_mode == MmuInterruptionMode::PointerSwap {
                 crate::runtime::vm::mmu_interrupt::SwapPages::get().map_err(anyhow::Error::msg)?;
+            }
+        }
+        if self.tunables.track_memory_writes {
+            let page_size = crate::runtime::vm::sys::unix::mmap::host_page_size();
+            let block = 1usize << wasmtime_environ::vm::WRITE_MARK_SHIFT;
+            if page_size != block {
+                anyhow::bail!(
+                    "`Config::track_memory_writes` needs {block}-byte host pages, but this host's are {page_size} bytes"
+                );
             }
         }
         if !self.signals_based_traps {

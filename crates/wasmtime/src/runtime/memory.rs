@@ -185,6 +185,7 @@ impl Memory {
         let store = store.into();
         let opaque: &'a mut StoreOpaque = &mut store.0.opaque;
         let memory = self.vm(opaque);
+        memory.note_host_write();
         if memory.byte_size() == 0 {
             return &mut [];
         }
@@ -205,6 +206,7 @@ impl Memory {
         let store = store.into();
         let inner = store.0;
         let memory = self.vm(&inner.opaque);
+        memory.note_host_write();
         let (base, len) = (memory.base(), memory.byte_size());
         let data: &'a mut [u8] = if len == 0 {
             &mut []
@@ -226,7 +228,9 @@ impl Memory {
     /// Panics if this memory belongs to a different store.
     pub fn data_ptr(&self, store: impl AsContext) -> *mut u8 {
         let store = store.as_context();
-        self.vm(&store.0.opaque).base()
+        let memory = self.vm(&store.0.opaque);
+        memory.note_host_pointer();
+        memory.base()
     }
 
     /// The memory's current size in bytes.

@@ -17,6 +17,12 @@
 //! [`MmuInterruptState`] for as long as it is mapped, so that arming
 //! protects it; a memory that moves registers its new page before its base
 //! is published and unregisters the old one before unmapping it.
+//!
+//! With the plan's `write_marks` the leading guard also holds the memory's
+//! write marks (`vm::WRITE_MARKS_OFFSET`), read-write: compiled code sets
+//! mark `k` after each store that starts in the `k`th 4 KiB, and a reset
+//! reads and clears them instead of asking the kernel (see
+//! [`Memory::reset`]).
 
 use super::memory_image::MemoryImage;
 use super::mmu_interrupt::MmuInterruptState;
@@ -28,7 +34,10 @@ use anyhow::{Context, Result, bail};
 use std::cell::UnsafeCell;
 use std::ops::Range;
 use std::sync::Arc;
-use wasmtime_environ::vm::{MMU_POLL_PAGE_SIZE, VMMemoryDefinition};
+use std::sync::atomic::{AtomicBool, Ordering};
+use wasmtime_environ::vm::{
+    MMU_POLL_PAGE_SIZE, VMMemoryDefinition, WRITE_MARK_SHIFT, WRITE_MARKS_OFFSET, write_marks_len,
+};
 use wasmtime_environ::{
     MemoryPlan, MmuInterruptionMode, Tunables, WASM_PAGE_SIZE, WASM32_MAX_PAGES, WasmMemoryType,
 };
@@ -65,7 +74,25 @@ pub struct Memory {
     /// For a memory in a pooling allocator's slot (then `mmap` is a view
     /// of the slot): the slot, given back on drop.
     slot: Option<SlotLease>,
+    /// How many write marks the leading guard holds (0: the plan has none).
+    write_marks: usize,
+    /// Whether the host may have written the memory since the last reset
+    /// (it borrowed the bytes mutably): the next reset cannot trust the
+    /// write marks alone.
+    host_may_have_written: AtomicBool,
+    /// Whether the host ever took the memory's raw address
+    /// (`Memory::data_ptr`), through which it may write at any time: no
+    /// reset can trust the write marks alone.
+    host_has_pointer: AtomicBool,
 }
+
+/// The bytes one write mark stands for.
+const MARKED_BLOCK: usize = 1 << WRITE_MARK_SHIFT;
+
+/// How far past the end of a marked block a compiled store that starts in
+/// it can write: a store writes at most 16 bytes (`v128.store`), and only
+/// its first byte's block is marked.
+const STORE_SPILL_BYTES: usize = 15;
 
 /// What a defined memory held right after its instance was instantiated,
 /// and how its resets find the pages written since.
@@ -84,6 +111,11 @@ struct Pristine {
     written: Vec<Range<usize>>,
     /// Bytes the last reset found written (for tests and benchmarks).
     last_written_bytes: usize,
+    /// With write marks and `ResetPolicy::ShootdownFree`: one bit per
+    /// page, set for the pages restored by copying since the last
+    /// decommit (they hold private memory), and how many are set.
+    copied_pages: Vec<u64>,
+    copied_page_count: usize,
 }
 
 /// How a reset learns which pages were written.
@@ -151,6 +183,14 @@ impl Memory {
         }
         let minimum = usize::try_from(ty.minimum * WASM_PAGE_SIZE)?;
         let mut maximum_bytes = ty.maximum_byte_size();
+        if let Some(pool) = pool {
+            maximum_bytes = maximum_bytes.min(pool.max_memory_size() as u64);
+        }
+        let write_marks = if plan.write_marks {
+            write_marks_len(maximum_bytes)
+        } else {
+            0
+        };
         let poll_mode = mmu.as_deref().map(MmuInterruptState::mode);
         if let Some(image) = &image
             && image.offset() + image.len() > minimum
@@ -160,7 +200,14 @@ impl Memory {
         let (mmap, slot, reservation) = match pool {
             None => {
                 let reservation = usize::try_from(plan.reservation)?;
-                let mmap = map_memory(&plan, reservation, minimum, poll_mode, image.as_deref())?;
+                let mmap = map_memory(
+                    &plan,
+                    reservation,
+                    minimum,
+                    poll_mode,
+                    image.as_deref(),
+                    write_marks,
+                )?;
                 (mmap, None, reservation)
             }
             Some(pool) => {
@@ -172,8 +219,8 @@ impl Memory {
                 }
                 // A slot's memory never moves: it grows in place up to the
                 // pool's limit (which `Pool::new` keeps within the
-                // reservation every plan assumes).
-                maximum_bytes = maximum_bytes.min(limit as u64);
+                // reservation every plan assumes; `maximum_bytes` is
+                // already capped by it).
                 plan.may_move = false;
                 let reservation = limit;
                 let taken = pool.take(image.as_ref())?;
@@ -191,6 +238,7 @@ impl Memory {
                         Some(ready) => taken.view.make_accessible(base + ready, minimum - ready)?,
                         None => {
                             taken.view.make_accessible(base, minimum)?;
+                            map_write_marks(&taken.view, base, write_marks)?;
                             if let Some(image) = &image {
                                 taken.view.map_file_at(
                                     base + image.offset(),
@@ -244,6 +292,9 @@ impl Memory {
             original_mapping: true,
             pristine: None,
             slot,
+            write_marks,
+            host_may_have_written: AtomicBool::new(false),
+            host_has_pointer: AtomicBool::new(false),
         });
         memory.register_poll_page();
         memory.publish();
@@ -313,6 +364,83 @@ impl Memory {
         self.definition
     }
 
+    /// Records that the host borrowed the bytes mutably: the next reset
+    /// asks the kernel which pages were written instead of trusting the
+    /// write marks, which only compiled code sets.
+    pub fn note_host_write(&self) {
+        if self.write_marks > 0 {
+            self.host_may_have_written.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Records that the host took the memory's raw address, through which
+    /// it may write whenever it likes: from now on every reset asks the
+    /// kernel.
+    pub fn note_host_pointer(&self) {
+        if self.write_marks > 0 {
+            self.host_has_pointer.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The first write mark.
+    fn marks(&self) -> *mut u8 {
+        debug_assert!(self.write_marks > 0);
+        self.base().wrapping_offset(WRITE_MARKS_OFFSET as isize)
+    }
+
+    /// How many marks compiled code may have set while the memory was
+    /// `accessible` bytes large: one per 4 KiB, one more for a zero-length
+    /// bulk operation at the end.
+    fn marks_in_use(&self, accessible: usize) -> usize {
+        (accessible / MARKED_BLOCK + 1).min(self.write_marks)
+    }
+
+    /// Clears the first `count` write marks, appending the byte ranges of
+    /// the marked blocks that lie below `limit` to `written` (sorted,
+    /// adjacent blocks merged). Reads every mark but writes only the words
+    /// that hold a set one, so that untouched pages of marks stay
+    /// uncommitted.
+    fn take_marks(&self, count: usize, limit: usize, written: &mut Vec<Range<usize>>) {
+        let marks = self.marks();
+        let mut push = |block: usize| {
+            let start = block * MARKED_BLOCK;
+            if start >= limit {
+                return;
+            }
+            let end = (start + MARKED_BLOCK).min(limit);
+            match written.last_mut() {
+                Some(last) if last.end == start => last.end = end,
+                _ => written.push(start..end),
+            }
+        };
+        let mut block = 0;
+        while block < count {
+            let chunk = (count - block).min(8);
+            // SAFETY: marks `block..block + chunk` lie among the
+            // `write_marks` bytes `map_write_marks` made read-write; no
+            // guest code runs during a reset or capture (the store is
+            // borrowed mutably), so nothing writes them meanwhile.
+            let word = unsafe {
+                let at = marks.add(block);
+                let mut bytes = [0u8; 8];
+                std::ptr::copy_nonoverlapping(at, bytes.as_mut_ptr(), chunk);
+                let word = u64::from_le_bytes(bytes);
+                if word != 0 {
+                    std::ptr::write_bytes(at, 0, chunk);
+                }
+                word
+            };
+            if word != 0 {
+                for i in 0..chunk {
+                    if word >> (8 * i) & 0xff != 0 {
+                        push(block + i);
+                    }
+                }
+            }
+            block += chunk;
+        }
+    }
+
     /// Grows by `delta_pages`, returning the old size in pages, or `None` if
     /// the memory cannot grow that much (maximum reached, reservation
     /// exhausted and moving not allowed, or the host refused memory).
@@ -350,7 +478,17 @@ impl Memory {
                 .checked_next_multiple_of(WASM_PAGE_SIZE)?;
             let reservation = usize::try_from(reservation).ok()?;
             let poll_mode = self.mmu.as_deref().map(MmuInterruptState::mode);
-            let mmap = map_memory(&self.plan, reservation, new_len, poll_mode, None).ok()?;
+            // The new mapping's marks start clear: a reset of a memory that
+            // moved maps it afresh (`Memory::remap`) and ignores them.
+            let mmap = map_memory(
+                &self.plan,
+                reservation,
+                new_len,
+                poll_mode,
+                None,
+                self.write_marks,
+            )
+            .ok()?;
             // SAFETY: both ranges are read-write and at least `accessible`
             // bytes long; the mappings are distinct.
             unsafe {
@@ -403,7 +541,14 @@ impl Memory {
             },
             written: Vec::new(),
             last_written_bytes: 0,
+            copied_pages: Vec::new(),
+            copied_page_count: 0,
         });
+        // What the start function marked is part of the pristine state
+        // (found below through the kernel), not something to undo.
+        if self.write_marks > 0 {
+            self.take_marks(self.marks_in_use(self.accessible), 0, &mut pristine.written);
+        }
         if written_by_instantiation {
             let page = host_page_size();
             let mut written = Vec::new();
@@ -476,10 +621,18 @@ impl Memory {
     }
 
     fn reset_to(&mut self, pristine: &mut Pristine, policy: ResetPolicy) -> Result<()> {
+        let host_wrote = self.host_may_have_written.swap(false, Ordering::Relaxed);
         if !self.original_mapping {
             return self.remap(pristine);
         }
         let page = host_page_size();
+        // Marks compiled code set while the memory was at its largest:
+        // every one is cleared, whether or not this reset trusts them.
+        let marks_in_use = if self.write_marks > 0 {
+            self.marks_in_use(self.accessible)
+        } else {
+            0
+        };
         if self.accessible > pristine.accessible {
             let grown = self.accessible - pristine.accessible;
             let start = self.base_offset + pristine.accessible;
@@ -496,19 +649,44 @@ impl Memory {
         let mut written = std::mem::take(&mut pristine.written);
         written.clear();
         let tracker = PageTracker::get();
-        match (pristine.discovery, tracker) {
-            (Discovery::PrivateData, Some(tracker)) => {
-                tracker.anonymous_pages(self.base(), pristine.accessible, &mut written)?
+        let marked =
+            marks_in_use > 0 && !host_wrote && !self.host_has_pointer.load(Ordering::Relaxed);
+        if marks_in_use > 0 {
+            self.take_marks(marks_in_use, pristine.accessible, &mut written);
+            if !marked {
+                written.clear();
             }
-            (Discovery::WriteProtected, Some(tracker)) => {
-                tracker.written_since_protect(self.base(), pristine.accessible, &mut written)?
+        }
+        if !marked {
+            match (pristine.discovery, tracker) {
+                (Discovery::PrivateData, Some(tracker)) => {
+                    tracker.anonymous_pages(self.base(), pristine.accessible, &mut written)?
+                }
+                (Discovery::WriteProtected, Some(tracker)) => {
+                    tracker.written_since_protect(self.base(), pristine.accessible, &mut written)?
+                }
+                _ => written.push(0..pristine.accessible),
             }
-            _ => written.push(0..pristine.accessible),
         }
         let written_bytes: usize = written.iter().map(|r| r.len()).sum();
         pristine.last_written_bytes = written_bytes;
         let decommit = match policy {
             ResetPolicy::Decommit => true,
+            ResetPolicy::ShootdownFree { resident_budget } if marked => {
+                // The marks say what this call wrote, not what stays
+                // private from earlier resets' copies: count those here.
+                let copied = note_copied(pristine, &written, page);
+                if copied * page > resident_budget {
+                    // Everything copied since the last decommit goes back
+                    // to the image at once, this call's pages with it.
+                    written.clear();
+                    copied_ranges(pristine, page, &mut written);
+                    clear_copied(pristine);
+                    true
+                } else {
+                    false
+                }
+            }
             ResetPolicy::ShootdownFree { resident_budget } => written_bytes > resident_budget,
             _ => false,
         };
@@ -532,9 +710,30 @@ impl Memory {
                 }
             }
         }
+        if marked {
+            // A store that starts near the end of a marked block may have
+            // spilled into the next one, which is not marked for it.
+            for i in 0..written.len() {
+                let end = written[i].end;
+                let next_is_written = written.get(i + 1).is_some_and(|r| r.start == end);
+                if end < pristine.accessible && !next_is_written {
+                    let len = STORE_SPILL_BYTES.min(pristine.accessible - end);
+                    self.restore_bytes_if_changed(pristine, end, len, page);
+                }
+            }
+        } else if matches!(policy, ResetPolicy::ShootdownFree { .. }) && self.write_marks > 0 {
+            // The kernel's answer is every private page: those copied now
+            // are the copied set from here on.
+            clear_copied(pristine);
+            if !decommit {
+                note_copied(pristine, &written, page);
+            }
+        }
         // A memory that was empty after instantiation has nothing to track
         // (growth is undone wholesale), and maybe no mapping to register.
+        // With write marks the kernel's write protection is not needed.
         if policy == ResetPolicy::Copy
+            && self.write_marks == 0
             && pristine.accessible > 0
             && let Some(tracker) = tracker
             && tracker.write_protect_available()
@@ -570,6 +769,33 @@ impl Memory {
         }
         pristine.written = written;
         Ok(())
+    }
+
+    /// Restores the `len` bytes at `offset` (within one page) to their
+    /// pristine value, writing only if they differ, so that a page nobody
+    /// wrote is only read (and stays shared with the image or the zero
+    /// page).
+    fn restore_bytes_if_changed(
+        &self,
+        pristine: &Pristine,
+        offset: usize,
+        len: usize,
+        page: usize,
+    ) {
+        let page_start = offset - offset % page;
+        let within = offset - page_start;
+        let source = overlay_page(pristine, page_start, page)
+            .or_else(|| self.image_page(page_start))
+            .map(|bytes| &bytes[within..within + len]);
+        // SAFETY: `offset + len` is inside the accessible memory (callers
+        // check it against the pristine size); no guest code runs during a
+        // reset, so nothing writes these bytes meanwhile.
+        let now = unsafe { std::slice::from_raw_parts_mut(self.base().add(offset), len) };
+        match source {
+            Some(bytes) if now != bytes => now.copy_from_slice(bytes),
+            None if now.iter().any(|&b| b != 0) => now.fill(0),
+            _ => {}
+        }
     }
 
     /// How many bytes the last reset found written, if this memory was
@@ -610,6 +836,7 @@ impl Memory {
             pristine.accessible,
             poll_mode,
             self.image.as_deref(),
+            self.write_marks,
         )?;
         for (i, &offset) in pristine.overlay_offsets.iter().enumerate() {
             let bytes = &pristine.overlay_bytes[i * page..(i + 1) * page];
@@ -636,9 +863,49 @@ impl Memory {
             Some(_) => Discovery::PrivateData,
             None => Discovery::Everything,
         };
+        clear_copied(pristine);
         self.publish();
         Ok(())
     }
+}
+
+/// Adds the pages of `ranges` to the copied set; returns its new size in
+/// pages.
+fn note_copied(pristine: &mut Pristine, ranges: &[Range<usize>], page: usize) -> usize {
+    for range in ranges {
+        for index in range.start / page..range.end.div_ceil(page) {
+            let (word, bit) = (index / 64, index % 64);
+            if word >= pristine.copied_pages.len() {
+                pristine.copied_pages.resize(word + 1, 0);
+            }
+            if pristine.copied_pages[word] & (1 << bit) == 0 {
+                pristine.copied_pages[word] |= 1 << bit;
+                pristine.copied_page_count += 1;
+            }
+        }
+    }
+    pristine.copied_page_count
+}
+
+/// Appends the copied set as sorted byte ranges.
+fn copied_ranges(pristine: &Pristine, page: usize, out: &mut Vec<Range<usize>>) {
+    for (w, &word) in pristine.copied_pages.iter().enumerate() {
+        let mut bits = word;
+        while bits != 0 {
+            let bit = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let start = (w * 64 + bit) * page;
+            match out.last_mut() {
+                Some(last) if last.end == start => last.end = start + page,
+                _ => out.push(start..start + page),
+            }
+        }
+    }
+}
+
+fn clear_copied(pristine: &mut Pristine) {
+    pristine.copied_pages.fill(0);
+    pristine.copied_page_count = 0;
 }
 
 /// The overlay's bytes for page `offset`, if instantiation wrote it.
@@ -661,6 +928,11 @@ impl Drop for Memory {
                 image: self.image.as_ref(),
                 written_known,
                 poll_page: self.plan.mmu_poll_page,
+                write_marks: if self.write_marks > 0 {
+                    self.marks_in_use(self.accessible)
+                } else {
+                    0
+                },
             }));
         }
     }
@@ -676,6 +948,7 @@ fn map_memory(
     accessible: usize,
     poll_mode: Option<MmuInterruptionMode>,
     image: Option<&MemoryImage>,
+    write_marks: usize,
 ) -> Result<Mmap> {
     let total = plan
         .guard_before
@@ -712,7 +985,28 @@ fn map_memory(
         unsafe { mmap.make_poll_page(page, MMU_POLL_PAGE_SIZE, mode) }
             .context("failed to map a linear memory's MMU poll page")?;
     }
+    map_write_marks(&mmap, guard_before, write_marks)?;
     Ok(mmap)
+}
+
+/// Makes the first `count` write marks of the memory whose base is
+/// `base_offset` bytes into `mmap` readable and writable (they read as
+/// zeros until compiled code sets them).
+fn map_write_marks(mmap: &Mmap, base_offset: usize, count: usize) -> Result<()> {
+    if count == 0 {
+        return Ok(());
+    }
+    let start = base_offset
+        .checked_sub(WRITE_MARKS_OFFSET.unsigned_abs() as usize)
+        .context("no room for write marks before a linear memory")?;
+    let len = count.next_multiple_of(host_page_size());
+    // SAFETY: `MemoryPlan::for_memory` makes the leading guard at least
+    // `WRITE_MARKS_GUARD_BEFORE` bytes when the plan has marks, and the
+    // marks (at most `WRITE_MARKS_MAX` bytes, rounded to a page) end below
+    // the poll page; that part of the guard is not used for anything else,
+    // so making it accessible breaks no one's assumption.
+    unsafe { mmap.protect(start, len, libc::PROT_READ | libc::PROT_WRITE) }
+        .context("failed to map a linear memory's write marks")
 }
 
 #[cfg(test)]

@@ -489,6 +489,14 @@ impl MemoryPool {
                 }
             }
         }
+        if contents.write_marks > 0 {
+            let marks = base - wasmtime_environ::vm::WRITE_MARKS_OFFSET.unsigned_abs() as usize;
+            // SAFETY: the marks lie in the slot's leading guard, made
+            // read-write when the slot was first used (a wiped slot has
+            // none, and its next user maps them again); the memory that
+            // set them is gone.
+            unsafe { std::ptr::write_bytes(view.as_ptr().add(marks), 0, contents.write_marks) };
+        }
         if contents.poll_page {
             // The poll page goes back to zeros (pointer-swap mode wrote its
             // slot); the next user makes it a poll page again.
@@ -515,6 +523,9 @@ pub struct SlotContents<'a> {
     pub written_known: bool,
     /// Whether the page below the base was made a poll page.
     pub poll_page: bool,
+    /// How many write marks (`vm::WRITE_MARKS_OFFSET`) compiled code may
+    /// have set: the next user of the slot must find them clear.
+    pub write_marks: usize,
 }
 
 /// Replaces a whole slot with fresh `PROT_NONE` address space: no pages,
