@@ -17,7 +17,11 @@
 //!   the kernel has `PAGEMAP_SCAN`);
 //! * **reset copy / shootdown-free / decommit** (ours): one store and one
 //!   instance per thread, `Instance::reset` after every call, under each
-//!   `ResetPolicy` (shootdown-free with a budget of the memory's size);
+//!   `ResetPolicy` (shootdown-free with a budget of 64 KiB);
+//! * **reset shootdown-free, write marks** (ours): the same with
+//!   `Config::track_memory_writes`, so that a reset reads the marks compiled
+//!   stores set instead of asking the kernel, with a budget of the memory's
+//!   size (the resident set upstream's tuned pooling keeps);
 //! * **no-reset floor** (both): one instance called over and over, no
 //!   isolation at all.
 //!
@@ -279,18 +283,20 @@ pub enum Scheme {
     FreshPoolingTuned,
     ResetCopy,
     ResetShootdownFree,
+    ResetMarked,
     ResetDecommit,
     Floor,
 }
 
 impl Scheme {
     /// The table's rows, in order.
-    const ROWS: [Scheme; 7] = [
+    const ROWS: [Scheme; 8] = [
         Scheme::FreshOnDemand,
         Scheme::FreshPooling,
         Scheme::FreshPoolingTuned,
         Scheme::ResetCopy,
         Scheme::ResetShootdownFree,
+        Scheme::ResetMarked,
         Scheme::ResetDecommit,
         Scheme::Floor,
     ];
@@ -302,6 +308,7 @@ impl Scheme {
             Scheme::FreshPoolingTuned => "fresh pooling, tuned",
             Scheme::ResetCopy => "reset copy",
             Scheme::ResetShootdownFree => "reset shootdown-free",
+            Scheme::ResetMarked => "reset shootdown-free, write marks",
             Scheme::ResetDecommit => "reset decommit",
             Scheme::Floor => "no-reset floor",
         }
@@ -310,7 +317,10 @@ impl Scheme {
     fn resets(self) -> bool {
         matches!(
             self,
-            Scheme::ResetCopy | Scheme::ResetShootdownFree | Scheme::ResetDecommit
+            Scheme::ResetCopy
+                | Scheme::ResetShootdownFree
+                | Scheme::ResetMarked
+                | Scheme::ResetDecommit
         )
     }
 
@@ -328,7 +338,7 @@ impl Scheme {
 const SHOOTDOWN_FREE_BUDGET: usize = 64 << 10;
 
 /// Every configuration measured, in the order of the first round.
-const MEASURED: [(Side, Scheme); 11] = [
+const MEASURED: [(Side, Scheme); 12] = [
     (Side::Ours, Scheme::FreshOnDemand),
     (Side::Upstream, Scheme::FreshOnDemand),
     (Side::Ours, Scheme::FreshPooling),
@@ -337,6 +347,7 @@ const MEASURED: [(Side, Scheme); 11] = [
     (Side::Ours, Scheme::ResetCopy),
     (Side::Upstream, Scheme::FreshPoolingTuned),
     (Side::Ours, Scheme::ResetShootdownFree),
+    (Side::Ours, Scheme::ResetMarked),
     (Side::Ours, Scheme::ResetDecommit),
     (Side::Ours, Scheme::Floor),
     (Side::Upstream, Scheme::Floor),
@@ -361,6 +372,15 @@ fn configure_ours(
         Scheme::ResetShootdownFree => wasmtime::ResetPolicy::ShootdownFree {
             resident_budget: SHOOTDOWN_FREE_BUDGET,
         },
+        Scheme::ResetMarked => {
+            // Marks make each reset copy only this call's pages, so the
+            // budget only bounds the resident set: the whole memory, as
+            // upstream's tuned pooling keeps resident.
+            config.track_memory_writes(true);
+            wasmtime::ResetPolicy::ShootdownFree {
+                resident_budget: guest.size,
+            }
+        }
         Scheme::ResetDecommit => wasmtime::ResetPolicy::Decommit,
         Scheme::FreshPooling | Scheme::FreshPoolingTuned => {
             // The same pool as upstream's below.
@@ -395,7 +415,10 @@ fn configure_upstream(
         Scheme::FreshOnDemand | Scheme::Floor => return Ok(()),
         Scheme::FreshPooling => false,
         Scheme::FreshPoolingTuned => true,
-        Scheme::ResetCopy | Scheme::ResetShootdownFree | Scheme::ResetDecommit => {
+        Scheme::ResetCopy
+        | Scheme::ResetShootdownFree
+        | Scheme::ResetMarked
+        | Scheme::ResetDecommit => {
             bail!("upstream Wasmtime 48 has no Instance::reset")
         }
     };
@@ -1301,37 +1324,44 @@ fn print_targets(options: &ResetOptions, groups: &[Group]) {
             );
         }
     }
-    // Rotating pages against fixed ones, ours reset copy.
-    for &size in &options.sizes {
-        for &threads in &options.threads {
-            let (Some(fixed), Some(rotating)) = (
-                find(size, Workload::Fixed, threads)
-                    .and_then(|g| g.get(Side::Ours, Scheme::ResetCopy)),
-                find(size, Workload::Rotating, threads)
-                    .and_then(|g| g.get(Side::Ours, Scheme::ResetCopy)),
-            ) else {
-                continue;
-            };
-            let (Some(fixed_us), Some(rotating_us)) = (fixed.isolation_us, rotating.isolation_us)
-            else {
-                continue;
-            };
-            any = true;
-            let target = format!(
-                "{} {threads} thread{}: ours reset copy, isolation rotating / fixed ≤ 2",
-                size_label(size),
-                if threads == 1 { "" } else { "s" }
-            );
-            if fixed_us <= 0.0 {
-                println!(
-                    "| {target} | fixed {fixed_us:.2} µs (not above the floor), rotating {rotating_us:.2} µs | n/a |"
+    // Rotating pages against fixed ones, per reset scheme of ours.
+    for scheme in [
+        Scheme::ResetCopy,
+        Scheme::ResetShootdownFree,
+        Scheme::ResetMarked,
+    ] {
+        for &size in &options.sizes {
+            for &threads in &options.threads {
+                let (Some(fixed), Some(rotating)) = (
+                    find(size, Workload::Fixed, threads).and_then(|g| g.get(Side::Ours, scheme)),
+                    find(size, Workload::Rotating, threads)
+                        .and_then(|g| g.get(Side::Ours, scheme)),
+                ) else {
+                    continue;
+                };
+                let (Some(fixed_us), Some(rotating_us)) =
+                    (fixed.isolation_us, rotating.isolation_us)
+                else {
+                    continue;
+                };
+                any = true;
+                let target = format!(
+                    "{} {threads} thread{}: ours {}, isolation rotating / fixed ≤ 2",
+                    size_label(size),
+                    if threads == 1 { "" } else { "s" },
+                    scheme.name()
                 );
-            } else {
-                let ratio = rotating_us / fixed_us;
-                println!(
-                    "| {target} | {rotating_us:.2} µs / {fixed_us:.2} µs = {ratio:.2} | {} |",
-                    verdict(ratio <= 2.0)
-                );
+                if fixed_us <= 0.0 {
+                    println!(
+                        "| {target} | fixed {fixed_us:.2} µs (not above the floor), rotating {rotating_us:.2} µs | n/a |"
+                    );
+                } else {
+                    let ratio = rotating_us / fixed_us;
+                    println!(
+                        "| {target} | {rotating_us:.2} µs / {fixed_us:.2} µs = {ratio:.2} | {} |",
+                        verdict(ratio <= 2.0)
+                    );
+                }
             }
         }
     }
@@ -1379,9 +1409,15 @@ fn parse_strace(text: &str) -> Vec<(String, u64)> {
 }
 
 /// Runs the child in `mode` under `strace -f -c`.
-fn traced(strace: &Path, dir: &Path, mode: &str, resets: usize) -> Result<Vec<(String, u64)>> {
+fn traced(
+    strace: &Path,
+    dir: &Path,
+    mode: &str,
+    resets: usize,
+    case: &SyscallCase,
+) -> Result<Vec<(String, u64)>> {
     let exe = std::env::current_exe()?;
-    let out = dir.join(format!("{mode}.strace"));
+    let out = dir.join(format!("{mode}-{}-{}.strace", case.policy, case.workload.name()));
     let status = Command::new(strace)
         .arg("-f")
         .arg("-c")
@@ -1391,6 +1427,9 @@ fn traced(strace: &Path, dir: &Path, mode: &str, resets: usize) -> Result<Vec<(S
         .arg(CHILD)
         .arg(mode)
         .arg(resets.to_string())
+        .arg(case.policy)
+        .arg(size_arg(SYSCALL_SIZE))
+        .arg(case.workload.name())
         .status()
         .with_context(|| format!("cannot start {}", strace.display()))?;
     ensure!(
@@ -1408,13 +1447,39 @@ fn traced(strace: &Path, dir: &Path, mode: &str, resets: usize) -> Result<Vec<(S
     Ok(counts)
 }
 
+/// One configuration whose system calls per reset are counted.
+struct SyscallCase {
+    /// The child's policy argument.
+    policy: &'static str,
+    workload: Workload,
+    /// What the table's heading says.
+    what: &'static str,
+    /// The one system call allowed on every reset, if any.
+    allowed: Option<&'static str>,
+}
+
+const SYSCALL_CASES: [SyscallCase; 3] = [
+    SyscallCase {
+        policy: "shootdown-free",
+        workload: Workload::Fixed,
+        what: "policy shootdown-free, pages found by PAGEMAP_SCAN",
+        allowed: Some("ioctl"),
+    },
+    SyscallCase {
+        policy: "marked",
+        workload: Workload::Fixed,
+        what: "policy shootdown-free, write marks (Config::track_memory_writes)",
+        allowed: None,
+    },
+    SyscallCase {
+        policy: "marked",
+        workload: Workload::Rotating,
+        what: "policy shootdown-free, write marks, rotating pages",
+        allowed: None,
+    },
+];
+
 fn syscalls(resets: usize) -> Result<()> {
-    println!(
-        "## System calls per reset: {} fixed pages, policy shootdown-free (budget {}), {resets} resets",
-        size_label(SYSCALL_SIZE),
-        size_label(SYSCALL_SIZE)
-    );
-    println!();
     let Some(strace) = find_strace() else {
         println!(
             "skipped: strace is not installed (neither /usr/bin/strace nor one on PATH); \
@@ -1422,11 +1487,34 @@ fn syscalls(resets: usize) -> Result<()> {
         );
         return Ok(());
     };
+    let mut failures = Vec::new();
+    for case in &SYSCALL_CASES {
+        if let Err(e) = syscalls_of(&strace, resets, case) {
+            println!("FAIL: {e:#}");
+            println!();
+            failures.push(format!("{}: {e:#}", case.what));
+        }
+    }
+    if !failures.is_empty() {
+        bail!("{}", failures.join("; "));
+    }
+    Ok(())
+}
+
+fn syscalls_of(strace: &Path, resets: usize, case: &SyscallCase) -> Result<()> {
+    println!(
+        "## System calls per reset: {} {} pages, {} (budget {}), {resets} resets",
+        size_label(SYSCALL_SIZE),
+        case.workload.name(),
+        case.what,
+        size_label(SYSCALL_SIZE)
+    );
+    println!();
     let dir = std::env::temp_dir().join(format!("bench-reset-syscalls-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let result = (|| {
-        let with = traced(&strace, &dir, "reset", resets)?;
-        let without = traced(&strace, &dir, "calls", resets)?;
+        let with = traced(strace, &dir, "reset", resets, case)?;
+        let without = traced(strace, &dir, "calls", resets, case)?;
         Ok::<_, anyhow::Error>((with, without))
     })();
     let _ = std::fs::remove_dir_all(&dir);
@@ -1473,33 +1561,42 @@ fn syscalls(resets: usize) -> Result<()> {
     let threshold = (resets as i64 / 1000).max(3);
     let offenders: Vec<String> = rows
         .iter()
-        .filter(|&&(name, _, _, extra)| name != "ioctl" && extra >= threshold)
+        .filter(|&&(name, _, _, extra)| Some(name) != case.allowed && extra >= threshold)
         .map(|&(name, _, _, extra)| format!("{name} ({:.4}/reset)", extra as f64 / resets as f64))
         .collect();
-    let ioctls = rows.iter().find(|r| r.0 == "ioctl").map_or(0, |r| r.3);
-    let ioctls_per_reset = ioctls as f64 / resets as f64;
-    println!("ioctl (PAGEMAP_SCAN) per reset: {ioctls_per_reset:.4}");
-    if ioctls_per_reset < 0.5 {
-        println!(
-            "note: fewer than one ioctl per reset: the engine did not ask the kernel which pages \
-             were written (no PAGEMAP_SCAN?), so it restores without knowing"
-        );
+    if let Some(allowed) = case.allowed {
+        let extra = rows.iter().find(|r| r.0 == allowed).map_or(0, |r| r.3);
+        let per_reset = extra as f64 / resets as f64;
+        println!("{allowed} (PAGEMAP_SCAN) per reset: {per_reset:.4}");
+        if per_reset < 0.5 {
+            println!(
+                "note: fewer than one {allowed} per reset: the engine did not ask the kernel which \
+                 pages were written (no PAGEMAP_SCAN?), so it restores without knowing"
+            );
+        }
     }
     if !offenders.is_empty() {
         bail!(
-            "system calls besides ioctl per reset (shootdown-free promises none while the written \
-             set fits its budget): {}",
+            "system calls per reset that {} promises not to make while the written set fits its \
+             budget: {}",
+            case.what,
             offenders.join(", ")
         );
     }
-    println!("PASS: no system call besides ioctl per reset");
+    match case.allowed {
+        Some(allowed) => println!("PASS: no system call besides {allowed} per reset"),
+        None => println!("PASS: no system call per reset"),
+    }
+    println!();
     Ok(())
 }
 
-/// The traced child: `CHILD reset|calls N [POLICY [SIZE]]`, POLICY one of
-/// `shootdown-free` (the default, with a budget of the memory's size),
-/// `copy` or `decommit`, SIZE the memory's (default 256 KiB). The two
-/// optional arguments are for looking at other policies by hand, e.g.
+/// The traced child: `CHILD reset|calls N [POLICY [SIZE [WORKLOAD]]]`,
+/// POLICY one of `shootdown-free` (the default, with a budget of the
+/// memory's size), `marked` (the same with write marks), `copy` or
+/// `decommit`, SIZE the memory's (default 256 KiB), WORKLOAD `fixed` (the
+/// default) or `rotating`. The optional arguments are also for looking at
+/// other policies by hand, e.g.
 /// `strace -c -w bench __reset-syscalls-child reset 10000 copy 16m`.
 fn syscall_child(mut args: impl Iterator<Item = String>) -> Result<()> {
     let mode = args.next().unwrap_or_default();
@@ -1514,19 +1611,26 @@ fn syscall_child(mut args: impl Iterator<Item = String>) -> Result<()> {
         Some(size) => parse_size(&size)?,
         None => SYSCALL_SIZE,
     };
+    let workload = match args.next().as_deref() {
+        None | Some("fixed") => Workload::Fixed,
+        Some("rotating") => Workload::Rotating,
+        Some(other) => bail!("{CHILD}: workload `{other}`: fixed or rotating"),
+    };
     let guest = Guest::new(size)?;
+    let marked = policy == "marked";
     let policy = match policy.as_str() {
-        "shootdown-free" => wasmtime::ResetPolicy::ShootdownFree {
+        "shootdown-free" | "marked" => wasmtime::ResetPolicy::ShootdownFree {
             resident_budget: guest.size,
         },
         "copy" => wasmtime::ResetPolicy::Copy,
         "decommit" => wasmtime::ResetPolicy::Decommit,
-        _ => bail!("{CHILD}: policy `{policy}`: shootdown-free, copy or decommit"),
+        _ => bail!("{CHILD}: policy `{policy}`: shootdown-free, marked, copy or decommit"),
     };
     let mut config = wasmtime::Config::new();
     config
         .parallel_compilation(false)
-        .instance_reset_policy(policy);
+        .instance_reset_policy(policy)
+        .track_memory_writes(marked);
     let engine = wasmtime::Engine::new(&config)?;
     let module = wasmtime::Module::new(&engine, &guest.wat)?;
     let mut store = wasmtime::Store::new(&engine, ());
@@ -1535,29 +1639,22 @@ fn syscall_child(mut args: impl Iterator<Item = String>) -> Result<()> {
     let memory = instance
         .get_memory(&mut store, "memory")
         .context("the guest exports no memory")?;
-    let written = guest.written(FIXED_SEED);
-    let read = |store: &wasmtime::Store<()>| -> Vec<[u8; 4]> {
-        let data = memory.data(store);
-        written
-            .iter()
-            .map(|&at| [data[at], data[at + 1], data[at + 2], data[at + 3]])
-            .collect()
-    };
-    let pristine = read(&store);
+    let pristine = memory.data(&store).to_vec();
+    let mut seeds = Seeds::new(workload, &guest);
     // The same prologue in both modes: the page tracker's one-time setup
     // happens here.
-    handle.call(&mut store, FIXED_SEED)?;
+    handle.call(&mut store, seeds.next())?;
     instance.reset(&mut store)?;
     for _ in 0..n {
-        black_box(handle.call(&mut store, FIXED_SEED)?);
+        black_box(handle.call(&mut store, seeds.next())?);
         if resets {
             instance.reset(&mut store)?;
         }
     }
     if resets {
         ensure!(
-            read(&store) == pristine,
-            "after {n} resets the written bytes are not pristine"
+            memory.data(&store) == &pristine[..],
+            "after {n} resets the memory is not pristine"
         );
     }
     Ok(())
