@@ -77,7 +77,8 @@ usage: bench kernels [--runs N] [--filter NAME[,NAME...]] [--mode MODE]
                    [--workloads fixed,rotating] [--syscalls [--resets N]]
        bench reset-syscalls [--resets N]
 MODE: plain, epochs, fuel, mmu (ours with MMU polls, set against upstream's epochs,
-      which it measures too) or all (the default of interrupt-overhead)
+      which it measures too), marks (ours with write marks, Config::track_memory_writes)
+      or all (plain, mmu, epochs and fuel; the default of interrupt-overhead)
 --engine E:MODE: only engine E in only that mode (plain, epoch, fuel or mmu)
 --runs: timed runs per configuration (mmu-roundtrip: rounds of 10,000 events; mmu-load: rounds)
 --arming: the MMU arming mechanisms to measure (default both; mmu-load measures epochs besides;
@@ -311,7 +312,10 @@ impl Options {
                         // against (`Mode::upstream_peer`).
                         "mmu" => vec![Mode::Mmu, Mode::Epoch],
                         "all" => Mode::ALL[1..].to_vec(),
-                        _ => bail!("--mode needs plain, epochs, fuel, mmu or all, got `{value}`"),
+                        "marks" => vec![Mode::Marks],
+                        _ => bail!(
+                            "--mode needs plain, epochs, fuel, mmu, marks or all, got `{value}`"
+                        ),
                     });
                 }
                 other => bail!("unknown option `{other}`\n{USAGE}"),

@@ -33,6 +33,10 @@ pub enum Mode {
     /// and run, but nothing ever arms the interrupt page, so every poll is
     /// a load that hits the cache.
     Mmu,
+    /// `Config::track_memory_writes` (ours only): every store also sets
+    /// its 4 KiB block's write mark. Not in [`Mode::ALL`]: it is not a way
+    /// to interrupt, and `--mode marks` measures it alone against plain.
+    Marks,
 }
 
 impl Mode {
@@ -48,12 +52,13 @@ impl Mode {
             Mode::Epoch => "epoch",
             Mode::Fuel => "fuel",
             Mode::Mmu => "mmu",
+            Mode::Marks => "marks",
         }
     }
 
     /// Whether upstream Wasmtime 48 can run in this mode.
     pub fn in_upstream(self) -> bool {
-        self != Mode::Mmu
+        !matches!(self, Mode::Mmu | Mode::Marks)
     }
 
     /// The upstream mode that ours in `self` is set against, among the
@@ -64,6 +69,8 @@ impl Mode {
     pub fn upstream_peer(self, measured: &[Mode]) -> Mode {
         if self.in_upstream() {
             self
+        } else if self == Mode::Marks {
+            Mode::Plain
         } else if measured.contains(&Mode::Epoch) {
             Mode::Epoch
         } else {
@@ -78,6 +85,10 @@ pub trait MmuConfig {
     /// `Config::mmu_interruption(true)`, or an error where the crate has
     /// no such setting.
     fn enable_mmu_polls(&mut self) -> anyhow::Result<()>;
+
+    /// `Config::track_memory_writes(true)`, or an error where the crate
+    /// has no such setting.
+    fn enable_write_marks(&mut self) -> anyhow::Result<()>;
 }
 
 /// How ours arms MMU interrupts in [`Mode::Mmu`] for the whole process
@@ -108,11 +119,20 @@ impl MmuConfig for wasmtime::Config {
         self.mmu_interruption_mode(mmu_arming());
         Ok(())
     }
+
+    fn enable_write_marks(&mut self) -> anyhow::Result<()> {
+        self.track_memory_writes(true);
+        Ok(())
+    }
 }
 
 impl MmuConfig for upstream_wasmtime::Config {
     fn enable_mmu_polls(&mut self) -> anyhow::Result<()> {
         anyhow::bail!("upstream Wasmtime 48 has no MMU interruption")
+    }
+
+    fn enable_write_marks(&mut self) -> anyhow::Result<()> {
+        anyhow::bail!("upstream Wasmtime 48 has no write marks")
     }
 }
 
@@ -228,6 +248,9 @@ macro_rules! apply_mode_to_config {
             $crate::modes::Mode::Mmu => {
                 $crate::modes::MmuConfig::enable_mmu_polls(&mut $config)?;
             }
+            $crate::modes::Mode::Marks => {
+                $crate::modes::MmuConfig::enable_write_marks(&mut $config)?;
+            }
         }
     };
 }
@@ -240,7 +263,7 @@ macro_rules! apply_mode_to_store {
         match $mode {
             // MMU polls need nothing from the store: its interrupt page
             // exists from the start and stays readable.
-            $crate::modes::Mode::Plain | $crate::modes::Mode::Mmu => {}
+            $crate::modes::Mode::Plain | $crate::modes::Mode::Mmu | $crate::modes::Mode::Marks => {}
             $crate::modes::Mode::Epoch => $store.set_epoch_deadline($crate::modes::FAR_DEADLINE),
             $crate::modes::Mode::Fuel => $store.set_fuel(u64::MAX)?,
         }

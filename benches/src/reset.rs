@@ -1334,8 +1334,7 @@ fn print_targets(options: &ResetOptions, groups: &[Group]) {
             for &threads in &options.threads {
                 let (Some(fixed), Some(rotating)) = (
                     find(size, Workload::Fixed, threads).and_then(|g| g.get(Side::Ours, scheme)),
-                    find(size, Workload::Rotating, threads)
-                        .and_then(|g| g.get(Side::Ours, scheme)),
+                    find(size, Workload::Rotating, threads).and_then(|g| g.get(Side::Ours, scheme)),
                 ) else {
                     continue;
                 };
@@ -1417,7 +1416,11 @@ fn traced(
     case: &SyscallCase,
 ) -> Result<Vec<(String, u64)>> {
     let exe = std::env::current_exe()?;
-    let out = dir.join(format!("{mode}-{}-{}.strace", case.policy, case.workload.name()));
+    let out = dir.join(format!(
+        "{mode}-{}-{}.strace",
+        case.policy,
+        case.workload.name()
+    ));
     let status = Command::new(strace)
         .arg("-f")
         .arg("-c")

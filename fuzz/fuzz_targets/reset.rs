@@ -5,7 +5,7 @@
 //! `src/reset.rs` rewrites it so that every function, table, memory and
 //! global is exported and adds a drop-flag probe per segment), engine
 //! knobs (reset policy, copy-on-write images, memory layout, so that
-//! growth moves memories in some engines) and 2–8 cycles. Instance A is
+//! growth moves memories in some engines, write marks) and 2–8 cycles. Instance A is
 //! instantiated once; each cycle:
 //!
 //! 1. changes A: calls of its exported functions with drawn arguments
@@ -126,6 +126,19 @@ fn run(data: &[u8]) -> Result<()> {
         let Ok(plan) = Plan::arbitrary(&mut u, &va) else {
             break;
         };
+        if knobs.write_marks {
+            let host_wrote = plan.before.iter().any(|step| {
+                matches!(
+                    step,
+                    Step::Write { .. } | Step::Fill { .. } | Step::Sprinkle { .. }
+                )
+            });
+            stats::bump(if host_wrote {
+                "write_marks_cycles_host_wrote"
+            } else {
+                "write_marks_cycles_marks_only"
+            });
+        }
         let went_on = run_cycle(
             &mut store,
             &module,
@@ -901,7 +914,10 @@ fn run_cycle(
 /// when there is swap (`reset::swap_present`).
 fn pageout(store: &mut Store<Host>, view: &View) {
     for (_, memory) in &view.memories {
-        let (ptr, len) = (memory.data_ptr(&*store), memory.data_size(&*store));
+        // Through a shared borrow: `data_ptr` would tell the engine that the
+        // host may write the memory at any time, and turn write marks off.
+        let data = memory.data(&*store);
+        let (ptr, len) = (data.as_ptr(), data.len());
         if len == 0 {
             continue;
         }

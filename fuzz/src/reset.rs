@@ -68,6 +68,9 @@ pub struct Knobs {
     /// The pooling allocator, sometimes: memories in warm slots that other
     /// inputs' instances used before.
     pub pool: Option<PoolKnobs>,
+    /// `Config::track_memory_writes`: resets read the write marks compiled
+    /// stores set, and ask the kernel only after the host wrote.
+    pub write_marks: bool,
 }
 
 /// A pooling allocator's release policy.
@@ -150,6 +153,9 @@ impl Knobs {
             },
             None => memory,
         };
+        // Drawn last, so that the draws before it mean what they meant
+        // before the knob existed.
+        let write_marks = u.arbitrary()?;
         Ok(Knobs {
             policy,
             memory_init_cow,
@@ -157,6 +163,7 @@ impl Knobs {
             opt_level,
             mmu_polls,
             pool,
+            write_marks,
         })
     }
 
@@ -179,6 +186,7 @@ impl Knobs {
         c.mmu_interruption(self.mmu_polls);
         c.memory_init_cow(self.memory_init_cow);
         c.instance_reset_policy(self.policy.to_wasmtime());
+        c.track_memory_writes(self.write_marks);
         if let Some(pool) = self.pool {
             let mut p = wasmtime::PoolingAllocationConfig::new();
             p.total_memories(POOL_SLOTS)
