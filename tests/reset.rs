@@ -619,9 +619,10 @@ fn reset_finds_written_pages_in_swap() {
 }
 
 /// Writes that a per-store write mark covers only in part, or not at all:
-/// stores that run past the end of their first 4 KiB, bulk operations over
-/// several 4 KiB blocks, a small constant `memory.copy` (compiled inline),
-/// and host writes.
+/// stores that run past the end of their first 4 KiB, stores whose marks
+/// compiled code leaves out because an earlier store's mark reaches them
+/// (`fields`), bulk operations over several 4 KiB blocks, a small constant
+/// `memory.copy` (compiled inline), and host writes.
 const WRITER: &str = r#"
 (module
   (memory (export "mem") 4 8)
@@ -640,6 +641,13 @@ const WRITER: &str = r#"
     (memory.copy (local.get 0) (local.get 1) (i32.const 100)))
   (func (export "init") (param i32)
     (memory.init $pd (local.get 0) (i32.const 0) (i32.const 40)))
+  (func (export "fields") (param i32 i64)
+    (i64.store offset=0 (local.get 0) (local.get 1))
+    (i64.store offset=200 (local.get 0) (local.get 1))
+    (i64.store offset=248 (local.get 0) (local.get 1)))
+  (func (export "fields_far") (param i32 i64)
+    (i64.store offset=0 (local.get 0) (local.get 1))
+    (i64.store offset=300 (local.get 0) (local.get 1)))
   (func (export "grow_and_store") (param i32)
     (drop (memory.grow (i32.const 2)))
     (i64.store (local.get 0) (i64.const -1)))
@@ -677,6 +685,19 @@ fn every_kind_of_write_is_undone() {
                     call::<_, ()>(s, instance, "v128_lane", (block - 2, 0x0101_0101i64)).unwrap()
                 })
             }),
+            ("field stores through one pointer, into the next block", {
+                Box::new(move |s| {
+                    call::<_, ()>(s, instance, "fields", (3 * block - 120, -1i64)).unwrap()
+                })
+            }),
+            (
+                "field stores through one pointer, one beyond the first's reach",
+                {
+                    Box::new(move |s| {
+                        call::<_, ()>(s, instance, "fields_far", (5 * block - 20, -1i64)).unwrap()
+                    })
+                },
+            ),
             ("fill over three blocks", {
                 Box::new(move |s| {
                     call::<_, ()>(s, instance, "fill", (block + 5, 0x77, 2 * block + 10)).unwrap()

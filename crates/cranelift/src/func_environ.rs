@@ -284,13 +284,39 @@ impl FuncTranslator<'_, '_> {
         self.b.ins().ireduce(I32, old)
     }
 
+    /// Marks a `size`-byte store at `index + offset` of memory `mem`, unless
+    /// an earlier store of the current block through the same index value
+    /// was marked at an offset whose mark reaches this one
+    /// (`vm::WRITE_MARK_REACH`): the earlier mark dominates this store and
+    /// stays set for the rest of the call (only a reset clears marks, and
+    /// none can run while the instance's code is on the stack).
+    pub(crate) fn mark_store(&mut self, mem: MemoryIndex, index: Value, offset: u64, size: u64) {
+        let block = self.b.current_block();
+        if self.marked_stores.0 != block {
+            self.marked_stores = (block, Vec::new());
+        }
+        let covered = self.marked_stores.1.iter().any(|&(m, v, marked)| {
+            m == mem
+                && v == index
+                && marked <= offset
+                && offset
+                    .checked_add(size)
+                    .is_some_and(|end| end <= marked.saturating_add(WRITE_MARK_REACH))
+        });
+        if !covered {
+            self.mark_written(mem, index, offset);
+            self.marked_stores.1.push((mem, index, offset));
+        }
+    }
+
     /// Sets the write mark of the 4 KiB of memory `mem` that Wasm address
     /// `index + offset` (a 32-bit index) lies in, after a store there.
     ///
     /// One mark per store, for its first byte: a store of up to 16 bytes
     /// that crosses into the next 4 KiB writes at most 15 bytes there, and a
-    /// reset restores those bytes after every marked 4 KiB (see
-    /// `Memory::reset` in the runtime), so the second mark is not needed.
+    /// reset restores the first `vm::WRITE_MARK_REACH - 1` bytes after every
+    /// run of marked 4 KiB blocks (see `Memory::reset` in the runtime), so
+    /// the second mark is not needed.
     pub(crate) fn mark_written(&mut self, mem: MemoryIndex, index: Value, offset: u64) {
         let index = self.b.ins().uextend(I64, index);
         // An index that reached this point addressed a byte of the memory,

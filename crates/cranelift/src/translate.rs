@@ -207,6 +207,10 @@ pub(crate) struct FuncTranslator<'a, 'f> {
     /// `try_table`'s clauses in reverse (see `exceptions.rs`). `None` is a
     /// catch-all.
     pub handlers: Vec<(Option<wasmtime_mmu_environ::TagIndex>, Block)>,
+    /// With write marks: the stores marked so far in the block being
+    /// filled (the block, and each store's memory, index value and static
+    /// offset), whose marks later stores of the block may rely on.
+    pub marked_stores: (Option<Block>, Vec<(MemoryIndex, Value, u64)>),
 }
 
 /// Translates the body of one defined function into `func`, validating it
@@ -250,6 +254,7 @@ pub(crate) fn translate_function(
         fuel: None,
         epoch: None,
         mmu: None,
+        marked_stores: (None, Vec::new()),
         handlers: Vec::new(),
     };
 
@@ -1360,7 +1365,7 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
         // memory's end would lie outside the marks).
         if self.cx.tunables.track_memory_writes {
             let mem = MemoryIndex::from_u32(memarg.memory);
-            self.mark_written(mem, index, memarg.offset);
+            self.mark_store(mem, index, memarg.offset, u64::from(size));
         }
         Ok(())
     }

@@ -585,4 +585,17 @@ fn write_marks_follow_every_store() {
     assert!(!c.disasm.contains("call"), "{}", c.disasm);
     let plain = clif(wat, 0, &Tunables::default());
     assert!(marks(&plain.disasm).is_empty(), "{}", plain.disasm);
+
+    // Fields of one structure through one pointer: the first store's mark
+    // reaches the next two (`vm::WRITE_MARK_REACH`), not the fourth, and
+    // not the store in the next block.
+    let fields = r#"(module (memory 1)
+      (func (param i32 i64)
+        (i64.store offset=0 (local.get 0) (local.get 1))
+        (i64.store offset=8 (local.get 0) (local.get 1))
+        (i64.store offset=248 (local.get 0) (local.get 1))
+        (i64.store offset=256 (local.get 0) (local.get 1))
+        (if (local.get 0) (then (i64.store offset=16 (local.get 0) (local.get 1))))))"#;
+    let c = clif(fields, 0, &marked);
+    assert_eq!(marks(&c.disasm).len(), 3, "{}", c.disasm);
 }

@@ -359,6 +359,20 @@ pub const WRITE_MARK_SHIFT: u32 = 12;
 /// them; the poll page at the top of the guard region lies above them.
 pub const WRITE_MARKS_OFFSET: i32 = -(2 << 20);
 
+/// How far a write mark vouches past the address it was set for: a mark
+/// set for a store at Wasm address `a` stands for every byte in `[a, a +
+/// WRITE_MARK_REACH)`, because a reset, besides restoring every marked 4 KiB
+/// block, compares the first `WRITE_MARK_REACH - 1` bytes after each run of
+/// marked blocks with their pristine value (and restores them if they
+/// differ).
+///
+/// So a store needs no mark of its own when an earlier store of the same
+/// activation through the same index value, at a static offset at most as
+/// large, was marked and the later store ends within this reach of it: a
+/// function that fills a structure field by field marks once. It must be
+/// at least 16, the widest store.
+pub const WRITE_MARK_REACH: u64 = 256;
+
 /// The most write marks a memory has: one per 4 KiB of a 4 GiB memory, plus
 /// one for a zero-length bulk operation at the very end.
 pub const WRITE_MARKS_MAX: usize = ((1u64 << 32) >> WRITE_MARK_SHIFT) as usize + 1;
@@ -379,6 +393,10 @@ pub fn write_marks_len(maximum_bytes: u64) -> usize {
 const _: () = assert!(
     (WRITE_MARKS_OFFSET.unsigned_abs() as usize) >= WRITE_MARKS_MAX + 2 * MMU_POLL_PAGE_SIZE,
     "the write marks must end below the poll page"
+);
+const _: () = assert!(
+    WRITE_MARK_REACH >= 16 && WRITE_MARK_REACH < 1 << WRITE_MARK_SHIFT,
+    "a mark must reach past the widest store and stay within one block after its own"
 );
 
 /// Offset of [`VMContextHeader::magic`].

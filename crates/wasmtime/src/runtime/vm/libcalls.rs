@@ -236,14 +236,20 @@ unsafe extern "C" fn memory_grow(vmctx: *mut u8, memory: u32, delta_pages: u64) 
     }
 }
 
-/// `memory.fill`.
+/// `memory.fill`, and the setting of a range of write marks after a bulk
+/// operation (`Tunables::track_memory_writes`).
 ///
 /// # Safety
 ///
 /// Only compiled code calls this, with `[dst, dst + len)` inside a linear
-/// memory (it has bounds-checked the range).
+/// memory (it has bounds-checked the range) or inside that memory's write
+/// marks (the range of a bounds-checked bulk write, shifted down to marks,
+/// which `map_write_marks` mapped for the memory's largest size).
 unsafe extern "C" fn memory_fill(_vmctx: *mut u8, dst: usize, value: u32, len: u64) {
-    // SAFETY: per the contract, the range is inside a live linear memory.
+    // SAFETY: compiled code emits this call only after checking the range
+    // against the memory's current length (or deriving it from such a
+    // range), so every byte is mapped read-write and belongs to a memory of
+    // the running instance, which cannot be freed while its code runs.
     unsafe { std::ptr::write_bytes(dst as *mut u8, value as u8, len as usize) }
 }
 

@@ -36,7 +36,8 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use wasmtime_environ::vm::{
-    MMU_POLL_PAGE_SIZE, VMMemoryDefinition, WRITE_MARK_SHIFT, WRITE_MARKS_OFFSET, write_marks_len,
+    MMU_POLL_PAGE_SIZE, VMMemoryDefinition, WRITE_MARK_REACH, WRITE_MARK_SHIFT, WRITE_MARKS_OFFSET,
+    write_marks_len,
 };
 use wasmtime_environ::{
     MemoryPlan, MmuInterruptionMode, Tunables, WASM_PAGE_SIZE, WASM32_MAX_PAGES, WasmMemoryType,
@@ -89,10 +90,11 @@ pub struct Memory {
 /// The bytes one write mark stands for.
 const MARKED_BLOCK: usize = 1 << WRITE_MARK_SHIFT;
 
-/// How far past the end of a marked block a compiled store that starts in
-/// it can write: a store writes at most 16 bytes (`v128.store`), and only
-/// its first byte's block is marked.
-const STORE_SPILL_BYTES: usize = 15;
+/// How far past the end of a marked block a write a mark vouches for can
+/// reach (see `vm::WRITE_MARK_REACH`): a store that starts in the block's
+/// last bytes, or one whose own mark compiled code left out because an
+/// earlier mark reaches it.
+const STORE_SPILL_BYTES: usize = WRITE_MARK_REACH as usize - 1;
 
 /// What a defined memory held right after its instance was instantiated,
 /// and how its resets find the pages written since.
@@ -717,8 +719,8 @@ impl Memory {
             }
         }
         if marked {
-            // A store that starts near the end of a marked block may have
-            // spilled into the next one, which is not marked for it.
+            // A write a mark vouches for may run into the block after the
+            // marked one, which is not marked for it.
             for i in 0..written.len() {
                 let end = written[i].end;
                 let next_is_written = written.get(i + 1).is_some_and(|r| r.start == end);
