@@ -771,3 +771,41 @@ fn every_kind_of_write_is_undone() {
         );
     }
 }
+
+/// A pooled slot keeps its write marks mapped for its next user, whose
+/// memory may be larger than the last one's: a store far into the larger
+/// memory must find its mark mapped (else compiled code faults on it).
+#[test]
+fn pooled_slots_keep_marks_for_their_largest_memory() {
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_memories(1)
+        .total_core_instances(2)
+        .total_tables(2)
+        .total_stacks(1)
+        .max_unused_warm_slots(1)
+        .max_memory_size(64 << 20);
+    let mut config = Config::new();
+    config
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
+        .track_memory_writes(true);
+    let engine = Engine::new(&config).unwrap();
+    let small = Module::new(&engine, "(module (memory 1 1))").unwrap();
+    let large = Module::new(
+        &engine,
+        r#"(module (memory (export "mem") 320)
+             (func (export "store") (param i32) (i32.store8 (local.get 0) (i32.const 1))))"#,
+    )
+    .unwrap();
+    {
+        let mut store = Store::new(&engine, ());
+        Instance::new(&mut store, &small, &[]).unwrap();
+    }
+    let mut store = Store::new(&engine, ());
+    let instance = Instance::new(&mut store, &large, &[]).unwrap();
+    let at = 19 << 20;
+    call::<_, ()>(&mut store, instance, "store", at as i32).unwrap();
+    let memory = instance.get_memory(&mut store, "mem").unwrap();
+    assert_eq!(memory.data(&store)[at], 1);
+    instance.reset(&mut store).unwrap();
+    assert_eq!(memory.data(&store)[at], 0);
+}

@@ -922,8 +922,10 @@ fn pageout(store: &mut Store<Host>, view: &View) {
             continue;
         }
         // SAFETY: the range is the memory's accessible part, mapped and
-        // page-aligned; `MADV_PAGEOUT` never changes what it holds.
-        let rc = unsafe { libc::madvise(ptr.cast(), len, libc::MADV_PAGEOUT) };
+        // page-aligned; `MADV_PAGEOUT` never changes what it holds (the
+        // kernel only moves the pages out), so the shared borrow it came
+        // from is not written through.
+        let rc = unsafe { libc::madvise(ptr.cast_mut().cast(), len, libc::MADV_PAGEOUT) };
         stats::bump(match (rc, reset::swap_present()) {
             (0, true) => "pageout_with_swap",
             (0, false) => "pageout_without_swap_no_effect",

@@ -210,13 +210,26 @@ impl Knobs {
     }
 }
 
-/// The engine for `knobs`, cached (as `engines::ours_engine` does).
+/// The most engines [`engine`] keeps. The knobs combine into thousands of
+/// engines, and a pooled one reserves about 50 GiB of address space and
+/// many mappings up front: a run of the 2026-12-06 (with the write-marks
+/// knob, which doubled the combinations) ran out of address space after
+/// about 18 minutes with an unbounded cache.
+const CACHED_ENGINES: usize = 64;
+
+/// The engine for `knobs`, cached (as `engines::ours_engine` does), at
+/// most [`CACHED_ENGINES`] at a time: a full cache is emptied (engines of
+/// the current input live on in the caller's clone).
 pub fn engine(knobs: &Knobs) -> wasmtime::Engine {
     static ENGINES: OnceLock<Mutex<HashMap<Knobs, wasmtime::Engine>>> = OnceLock::new();
     let mut engines = ENGINES
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner());
+    if engines.len() >= CACHED_ENGINES && !engines.contains_key(knobs) {
+        engines.clear();
+        crate::stats::bump("reset_engine_cache_emptied");
+    }
     engines
         .entry(*knobs)
         .or_insert_with(|| {

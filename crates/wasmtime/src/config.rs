@@ -1452,9 +1452,16 @@ impl Config {
     /// [`Memory::data_ptr`](crate::Memory::data_ptr), whose pointer the host
     /// may write through at any time, every reset of that memory does.
     ///
-    /// The price is paid by stores: a shift and a byte store each, measured
-    /// in docs/benchmarks.md ("Write marks"). Turn it on for engines whose
-    /// instances are reset between requests; it is of no use otherwise.
+    /// The price is paid by stores: a shift and a byte store each, except
+    /// for a store through the same index as an earlier one of its basic
+    /// block at a slightly larger offset (a structure's fields), whose mark
+    /// the earlier one covers. On the Sightglass programs that made
+    /// execution 20 % slower on the geometric mean, and loops that do little
+    /// but store (a sieve, `memset`-like loops) up to 3.4 times slower
+    /// (docs/benchmarks.md, "Write marks"); a reset of an instance whose
+    /// request wrote two pages went from 3.3 µs to 0.3 µs at 256 KiB.
+    /// Turn it on for engines whose instances run short requests and are
+    /// reset after each; it is of no use otherwise.
     ///
     /// ## Default
     ///

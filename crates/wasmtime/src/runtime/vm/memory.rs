@@ -188,10 +188,13 @@ impl Memory {
         if let Some(pool) = pool {
             maximum_bytes = maximum_bytes.min(pool.max_memory_size() as u64);
         }
-        let write_marks = if plan.write_marks {
-            write_marks_len(maximum_bytes)
-        } else {
-            0
+        // A pooled slot keeps its marks mapped from one user to the next,
+        // and the next may be larger: map them for the largest memory any
+        // user of the slot may have.
+        let write_marks = match (plan.write_marks, pool) {
+            (false, _) => 0,
+            (true, None) => write_marks_len(maximum_bytes),
+            (true, Some(pool)) => write_marks_len(pool.max_memory_size() as u64),
         };
         let poll_mode = mmu.as_deref().map(MmuInterruptState::mode);
         if let Some(image) = &image
