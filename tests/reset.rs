@@ -654,6 +654,9 @@ const WRITER: &str = r#"
 )
 "#;
 
+/// One way of writing an instance's memory, done from the host.
+type Step = dyn Fn(&mut Store<()>);
+
 #[test]
 fn every_kind_of_write_is_undone() {
     for (name, config) in configs() {
@@ -669,7 +672,7 @@ fn every_kind_of_write_is_undone() {
         let memory = instance.get_memory(&mut store, "mem").unwrap();
         let block = 4096i32;
         // Each step writes, then the reset must put back every byte.
-        let steps: Vec<(&str, Box<dyn Fn(&mut Store<()>)>)> = vec![
+        let steps: Vec<(&str, Box<Step>)> = vec![
             ("i64 store across a block end", {
                 Box::new(move |s| {
                     call::<_, ()>(s, instance, "i64_store", (block - 3, -1i64)).unwrap()
@@ -714,11 +717,11 @@ fn every_kind_of_write_is_undone() {
                 })
             }),
             ("memory.init across a block end", {
-                Box::new(move |s| call::<_, ()>(s, instance, "init", (9 * block - 20)).unwrap())
+                Box::new(move |s| call::<_, ()>(s, instance, "init", 9 * block - 20).unwrap())
             }),
             ("growth, a store in the grown part", {
                 Box::new(move |s| {
-                    call::<_, ()>(s, instance, "grow_and_store", (5 * 65536 - 4)).unwrap()
+                    call::<_, ()>(s, instance, "grow_and_store", 5 * 65536 - 4).unwrap()
                 })
             }),
             ("Memory::write", {

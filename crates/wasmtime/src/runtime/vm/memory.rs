@@ -138,7 +138,8 @@ enum Discovery {
 // is to memory owned by the same store, which moves between threads as a
 // whole.
 unsafe impl Send for Memory {}
-// SAFETY: as above; shared access only reads.
+// SAFETY: as above; shared access only reads, apart from the two host
+// flags, which are atomics.
 unsafe impl Sync for Memory {}
 
 impl Memory {
