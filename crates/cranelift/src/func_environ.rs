@@ -144,6 +144,10 @@ pub(crate) fn builtin_signature(which: BuiltinFunctionIndex, conv: CallConv) -> 
 const BULK_COST_PER_UNIT: i64 = 1;
 /// `memory.copy`s of constant lengths up to this are expanded inline.
 const INLINE_COPY_MAX_BYTES: u32 = 128;
+const _: () = assert!(
+    INLINE_COPY_MAX_BYTES as u64 <= WRITE_MARK_REACH,
+    "an inline copy is marked once, for its first byte"
+);
 /// Bulk operations statically known to cost at most this need no
 /// fuel/epoch check of their own (as upstream).
 const SMALL_BULK_OP_COST: i64 = 128;
@@ -317,7 +321,7 @@ impl FuncTranslator<'_, '_> {
     /// reset restores the first `vm::WRITE_MARK_REACH - 1` bytes after every
     /// run of marked 4 KiB blocks (see `Memory::reset` in the runtime), so
     /// the second mark is not needed.
-    pub(crate) fn mark_written(&mut self, mem: MemoryIndex, index: Value, offset: u64) {
+    fn mark_written(&mut self, mem: MemoryIndex, index: Value, offset: u64) {
         let index = self.b.ins().uextend(I64, index);
         // An index that reached this point addressed a byte of the memory,
         // so `index + offset` is below 4 GiB and needs no overflow check.
@@ -453,15 +457,9 @@ impl FuncTranslator<'_, '_> {
             self.b.ins().store(store_flags, v, dst_addr, off);
         }
         if self.cx.tunables.track_memory_writes && len > 0 {
-            // At most 128 bytes: the first and the last byte's marks cover
-            // them.
-            let shift = i64::from(WRITE_MARK_SHIFT);
-            let dst = self.b.ins().uextend(I64, dst);
-            let first = self.b.ins().ushr_imm_u(dst, shift);
-            self.store_mark_byte(dst_mem, first);
-            let last = self.b.ins().iadd_imm_s(dst, i64::from(len) - 1);
-            let last = self.b.ins().ushr_imm_u(last, shift);
-            self.store_mark_byte(dst_mem, last);
+            // The first byte's mark reaches all of them (see the assertion
+            // under `INLINE_COPY_MAX_BYTES`).
+            self.mark_written(dst_mem, dst, 0);
         }
     }
 

@@ -115,9 +115,8 @@ struct Pristine {
     last_written_bytes: usize,
     /// With write marks and `ResetPolicy::ShootdownFree`: one bit per
     /// page, set for the pages restored by copying since the last
-    /// decommit (they hold private memory), and how many are set.
+    /// decommit (they hold private memory).
     copied_pages: Vec<u64>,
-    copied_page_count: usize,
 }
 
 /// How a reset learns which pages were written.
@@ -396,7 +395,7 @@ impl Memory {
 
     /// How many marks compiled code may have set while the memory was
     /// `accessible` bytes large: one per 4 KiB, one more for a zero-length
-    /// bulk operation at the end.
+    /// bulk operation at the end; 0 for a memory without marks.
     fn marks_in_use(&self, accessible: usize) -> usize {
         (accessible / MARKED_BLOCK + 1).min(self.write_marks)
     }
@@ -407,6 +406,9 @@ impl Memory {
     /// lines that hold a set one, so that untouched pages of marks stay
     /// uncommitted.
     fn take_marks(&self, count: usize, limit: usize, written: &mut Vec<Range<usize>>) {
+        if count == 0 {
+            return;
+        }
         let marks = self.marks();
         let mut push = |block: usize| {
             let start = block * MARKED_BLOCK;
@@ -554,13 +556,10 @@ impl Memory {
             written: Vec::new(),
             last_written_bytes: 0,
             copied_pages: Vec::new(),
-            copied_page_count: 0,
         });
         // What the start function marked is part of the pristine state
         // (found below through the kernel), not something to undo.
-        if self.write_marks > 0 {
-            self.take_marks(self.marks_in_use(self.accessible), 0, &mut pristine.written);
-        }
+        self.take_marks(self.marks_in_use(self.accessible), 0, &mut pristine.written);
         if written_by_instantiation {
             let page = host_page_size();
             let mut written = Vec::new();
@@ -609,6 +608,17 @@ impl Memory {
         image.bytes().get(start..start + host_page_size())
     }
 
+    /// What page `offset` held right after instantiation: the overlay's
+    /// bytes, the image's, or `None` for zeros.
+    fn pristine_page<'a>(
+        &'a self,
+        pristine: &'a Pristine,
+        offset: usize,
+        page: usize,
+    ) -> Option<&'a [u8]> {
+        overlay_page(pristine, offset, page).or_else(|| self.image_page(offset))
+    }
+
     fn untouched_page(&self, offset: usize, page: usize) -> &[u8] {
         static ZEROS: [u8; 65536] = [0; 65536];
         self.image_page(offset).unwrap_or(&ZEROS[..page])
@@ -640,11 +650,7 @@ impl Memory {
         let page = host_page_size();
         // Marks compiled code set while the memory was at its largest:
         // every one is cleared, whether or not this reset trusts them.
-        let marks_in_use = if self.write_marks > 0 {
-            self.marks_in_use(self.accessible)
-        } else {
-            0
-        };
+        let marks_in_use = self.marks_in_use(self.accessible);
         if self.accessible > pristine.accessible {
             let grown = self.accessible - pristine.accessible;
             let start = self.base_offset + pristine.accessible;
@@ -663,13 +669,9 @@ impl Memory {
         let tracker = PageTracker::get();
         let marked =
             marks_in_use > 0 && !host_wrote && !self.host_has_pointer.load(Ordering::Relaxed);
-        if marks_in_use > 0 {
-            self.take_marks(marks_in_use, pristine.accessible, &mut written);
-            if !marked {
-                written.clear();
-            }
-        }
+        self.take_marks(marks_in_use, pristine.accessible, &mut written);
         if !marked {
+            written.clear();
             match (pristine.discovery, tracker) {
                 (Discovery::PrivateData, Some(tracker)) => {
                     tracker.anonymous_pages(self.base(), pristine.accessible, &mut written)?
@@ -796,8 +798,8 @@ impl Memory {
     ) {
         let page_start = offset - offset % page;
         let within = offset - page_start;
-        let source = overlay_page(pristine, page_start, page)
-            .or_else(|| self.image_page(page_start))
+        let source = self
+            .pristine_page(pristine, page_start, page)
             .map(|bytes| &bytes[within..within + len]);
         // SAFETY: `offset + len` is inside the accessible memory (callers
         // check it against the pristine size); no guest code runs during a
@@ -819,7 +821,7 @@ impl Memory {
 
     /// Copies page `offset`'s pristine bytes into it.
     fn restore_page(&self, pristine: &Pristine, offset: usize, page: usize) {
-        match overlay_page(pristine, offset, page).or_else(|| self.image_page(offset)) {
+        match self.pristine_page(pristine, offset, page) {
             Some(bytes) => self.write_page(offset, bytes),
             // SAFETY: the page is inside the accessible memory (callers
             // iterate over ranges of it); no guest code runs during a reset.
@@ -886,17 +888,18 @@ impl Memory {
 fn note_copied(pristine: &mut Pristine, ranges: &[Range<usize>], page: usize) -> usize {
     for range in ranges {
         for index in range.start / page..range.end.div_ceil(page) {
-            let (word, bit) = (index / 64, index % 64);
+            let word = index / 64;
             if word >= pristine.copied_pages.len() {
                 pristine.copied_pages.resize(word + 1, 0);
             }
-            if pristine.copied_pages[word] & (1 << bit) == 0 {
-                pristine.copied_pages[word] |= 1 << bit;
-                pristine.copied_page_count += 1;
-            }
+            pristine.copied_pages[word] |= 1 << (index % 64);
         }
     }
-    pristine.copied_page_count
+    pristine
+        .copied_pages
+        .iter()
+        .map(|word| word.count_ones() as usize)
+        .sum()
 }
 
 /// Appends the copied set as sorted byte ranges.
@@ -917,7 +920,6 @@ fn copied_ranges(pristine: &Pristine, page: usize, out: &mut Vec<Range<usize>>) 
 
 fn clear_copied(pristine: &mut Pristine) {
     pristine.copied_pages.fill(0);
-    pristine.copied_page_count = 0;
 }
 
 /// The overlay's bytes for page `offset`, if instantiation wrote it.
@@ -940,11 +942,7 @@ impl Drop for Memory {
                 image: self.image.as_ref(),
                 written_known,
                 poll_page: self.plan.mmu_poll_page,
-                write_marks: if self.write_marks > 0 {
-                    self.marks_in_use(self.accessible)
-                } else {
-                    0
-                },
+                write_marks: self.marks_in_use(self.accessible),
             }));
         }
     }
