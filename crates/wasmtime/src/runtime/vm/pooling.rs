@@ -17,8 +17,9 @@
 //! from the start (pages are committed when first written), each holding
 //! `table_elements` elements: a released slot is zeroed in place up to
 //! `table_keep_resident` bytes and decommitted beyond. Instances are
-//! counted against `total_core_instances`; their `VMContext`s are still
-//! heap allocations (see docs/architecture.md, "The pooling allocator").
+//! counted against `total_core_instances`; their `VMContext`s come from the
+//! global allocator, as upstream's do (see docs/architecture.md, "The
+//! pooling allocator").
 
 use super::memory_image::MemoryImage;
 use super::sys::unix::dirty_pages::PageTracker;
