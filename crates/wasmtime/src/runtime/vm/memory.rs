@@ -92,6 +92,12 @@ pub struct Memory {
 /// support).
 static ZERO_PAGE: [u8; 65536] = [0; 65536];
 
+/// `len` zero bytes, `len` at most a host page: the pristine bytes of a
+/// page outside the image.
+pub(crate) fn zeros(len: usize) -> &'static [u8] {
+    &ZERO_PAGE[..len]
+}
+
 /// The bytes one write mark stands for.
 const MARKED_BLOCK: usize = 1 << WRITE_MARK_SHIFT;
 
@@ -638,7 +644,7 @@ impl Memory {
     }
 
     fn untouched_page(&self, offset: usize, page: usize) -> &[u8] {
-        self.image_page(offset).unwrap_or(&ZERO_PAGE[..page])
+        self.image_page(offset).unwrap_or(zeros(page))
     }
 
     /// Puts the memory back into the state recorded by
@@ -811,7 +817,7 @@ impl Memory {
         let within = offset - page_start;
         let source = self
             .pristine_page(pristine, page_start, page)
-            .unwrap_or(&ZERO_PAGE[..page]);
+            .unwrap_or(zeros(page));
         // SAFETY: `offset + len` is inside the accessible memory (callers
         // check it against the pristine size or iterate over ranges of
         // it); no guest code runs during a reset, so nothing else reads or
@@ -889,7 +895,7 @@ impl Memory {
 /// first and writes it back later: restoring two such zero pages took
 /// 0.36 µs this way against 0.5 µs with `memset` (docs/benchmarks.md,
 /// "Write marks"). A page written all over pays one more read per line.
-fn copy_changed_lines(now: &mut [u8], pristine: &[u8]) {
+pub(crate) fn copy_changed_lines(now: &mut [u8], pristine: &[u8]) {
     assert_eq!(
         now.len(),
         pristine.len(),

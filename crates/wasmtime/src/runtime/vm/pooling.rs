@@ -21,6 +21,7 @@
 //! global allocator, as upstream's do (see docs/architecture.md, "The
 //! pooling allocator").
 
+use super::memory::{copy_changed_lines, zeros};
 use super::memory_image::MemoryImage;
 use super::sys::unix::dirty_pages::PageTracker;
 use super::sys::unix::mmap::{Mmap, host_page_size};
@@ -479,15 +480,16 @@ impl MemoryPool {
                     let at = offset.checked_sub(start)?;
                     bytes.get(at..at + page)
                 });
-                // SAFETY: the page is inside the slot's accessible range;
-                // the memory that used it is gone.
-                unsafe {
-                    let dst = view.as_ptr().add(base + offset);
-                    match source {
-                        Some(bytes) => std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, page),
-                        None => std::ptr::write_bytes(dst, 0, page),
-                    }
-                }
+                // SAFETY: the page is inside the slot's accessible range,
+                // read-write; the memory that used it is gone, so nothing
+                // else reads or writes it, and the source (the image or
+                // static zeros) is not slot memory.
+                let now = unsafe {
+                    std::slice::from_raw_parts_mut(view.as_ptr().add(base + offset), page)
+                };
+                // Written lines only: a page its memory never wrote is read
+                // (mapping the image or the zero page), not filled.
+                copy_changed_lines(now, source.unwrap_or(zeros(page)));
             }
         }
         if contents.write_marks > 0 {
