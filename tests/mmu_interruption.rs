@@ -18,9 +18,14 @@
 //! (default 10 s; `MMU_STRESS_SECS=60` for the 60 s run the issue asks
 //! for) in each mode.
 //!
-//! Linux on x86_64 only (the only host where `Engine::new` accepts the
-//! knob and the runtime has been built).
-#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+//! Linux on x86_64 and aarch64, the hosts where `Engine::new` accepts the
+//! knob; on aarch64 it runs under qemu-aarch64 (`ci/aarch64-runtime.sh`,
+//! which also sets `MMU_CHILD_RUNNER` for the tests that run in a child
+//! process).
+#![cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 
 /// The suite with `mprotect` arming.
 mod mprotect {

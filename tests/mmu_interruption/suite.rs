@@ -2161,10 +2161,17 @@ fn more_polls_than_page_slots() -> Result<()> {
     let mut store = Store::new(&engine, 0u64);
     let instance = Instance::new(&mut store, &module, &[])?;
     let many = instance.get_typed_func::<(i32, i32), i64>(&mut store, "many")?;
+    // The interrupt must come after the call has reached the spinning
+    // loop: wait well past a whole call in which no loop spins (10 ms
+    // natively; under an emulator such as qemu a call takes far longer,
+    // and a fixed 10 ms landed in an earlier loop).
+    let started = Instant::now();
+    many.call(&mut store, (K, MANY_LOOPS as i32))?;
+    let delay = Duration::from_millis(10).max(started.elapsed() * 4);
     // Trap behaviour: the interrupt lands in the spinning loop, whichever
     // slot (or wrapped, fenced slot) its poll uses.
     for which in [0usize, 1, 1022, 1023, 1024, 1025, MANY_LOOPS - 1] {
-        let shot = interrupt_after(store.mmu_interrupter()?, Duration::from_millis(10));
+        let shot = interrupt_after(store.mmu_interrupter()?, delay);
         let err = many
             .call(&mut store, (K, which as i32))
             .expect_err(&format!("loop {which} could not be interrupted"));
@@ -2933,8 +2940,23 @@ fn callback_runs_another_store_that_is_interrupted() -> Result<()> {
 /// Runs this test binary again with only `test` selected and `MMU_CHILD`
 /// set, and returns its exit status and output: for behaviour that might
 /// take the whole process down.
+///
+/// Where this binary cannot run by itself (an aarch64 build under
+/// qemu-user, with no binfmt handler registered), `MMU_CHILD_RUNNER` names
+/// the command to run it with, e.g. `qemu-aarch64 -L /usr/aarch64-linux-gnu`.
 fn run_in_child(test: &str) -> (std::process::ExitStatus, String) {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
+    let exe = std::env::current_exe().unwrap();
+    let runner = std::env::var("MMU_CHILD_RUNNER").unwrap_or_default();
+    let mut words = runner.split_whitespace();
+    let mut command = match words.next() {
+        Some(program) => {
+            let mut command = std::process::Command::new(program);
+            command.args(words).arg(&exe);
+            command
+        }
+        None => std::process::Command::new(&exe),
+    };
+    let out = command
         .args([test, "--exact", "--nocapture", "--test-threads=1"])
         .env("MMU_CHILD", "1")
         .output()
