@@ -2,6 +2,10 @@
 # Installs the system packages and cargo tools the tests and smoke runs need.
 set -euo pipefail
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+# The Rust runtime built for aarch64 (ci/aarch64-runtime.sh) compiles its
+# own standard library from the toolchain's sources. Not `|| true`: without
+# them that check cannot run, and it says so.
+rustup component add rust-src
 # The aarch64 proof of MMU polls (ci/aarch64-check.sh; docs/mmu-interruption.md,
 # "aarch64"): a cross compiler for the C harness and user-mode qemu to run it.
 if ! command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || ! command -v qemu-aarch64 >/dev/null 2>&1; then

@@ -154,8 +154,9 @@ unsafe extern "C" fn wasmtime_mmu_poll_from_trampoline(frame: *mut usize) {
 /// it was at the poll. Only the PC changes; no memory is written: the
 /// poll's PC travels through the activation, not the interrupted stack.
 ///
-/// UNVERIFIED: never compiled for aarch64 here; the CI harness does the
-/// same in C (`crates/cranelift/tests/aarch64/harness.c`).
+/// Run under qemu-aarch64 only (`ci/aarch64-runtime.sh`), not yet on
+/// aarch64 hardware; the C harness (`crates/cranelift/tests/aarch64/
+/// harness.c`) does the same in C.
 ///
 /// # Safety
 ///
