@@ -627,9 +627,7 @@ impl Memory {
     /// What page `offset` holds when nothing has written it: the image's
     /// bytes, or `None` for zeros.
     fn image_page(&self, offset: usize) -> Option<&[u8]> {
-        let image = self.image.as_deref()?;
-        let start = offset.checked_sub(image.offset())?;
-        image.bytes().get(start..start + host_page_size())
+        self.image.as_deref()?.page(offset, host_page_size())
     }
 
     /// What page `offset` held right after instantiation: the overlay's

@@ -57,6 +57,13 @@ impl MemoryImage {
         &self.fd
     }
 
+    /// The image's bytes of the `page`-byte page at linear-memory offset
+    /// `at`, or `None` where the image does not cover that page.
+    pub fn page(&self, at: usize, page: usize) -> Option<&[u8]> {
+        let start = at.checked_sub(self.offset)?;
+        self.bytes().get(start..start + page)
+    }
+
     /// The image's bytes: linear-memory bytes `offset..offset + len`.
     pub fn bytes(&self) -> &[u8] {
         if self.view.len() == 0 {

@@ -468,7 +468,6 @@ impl MemoryPool {
             }
         }
         let total: usize = written.iter().map(|r| r.len()).sum();
-        let image = contents.image.map(|i| (i.offset(), i.bytes()));
         for range in &written {
             if total > keep {
                 // SAFETY: as above.
@@ -476,10 +475,7 @@ impl MemoryPool {
                 continue;
             }
             for offset in range.clone().step_by(page) {
-                let source = image.and_then(|(start, bytes)| {
-                    let at = offset.checked_sub(start)?;
-                    bytes.get(at..at + page)
-                });
+                let source = contents.image.and_then(|image| image.page(offset, page));
                 // SAFETY: the page is inside the slot's accessible range,
                 // read-write; the memory that used it is gone, so nothing
                 // else reads or writes it, and the source (the image or
