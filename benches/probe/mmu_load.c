@@ -68,6 +68,11 @@ struct poller {
     /* When the arming thread armed this poller, 0 when no arm is in
      * flight for it. */
     _Atomic uint64_t pending;
+    /* The arm time of the event this poller's handler just recorded, and
+     * that event's index, for the poller's loop to time its return from
+     * the handler (0: none). */
+    _Atomic uint64_t resumed_from;
+    size_t resumed_index;
     /* LOAD_SWAP: the pointer this poller's polls reload. */
     char *_Atomic slot;
     /* LOAD_MPROTECT: this poller's page. */
@@ -105,6 +110,10 @@ static _Atomic size_t started;
 static _Atomic size_t done;
 static size_t wanted;
 static uint64_t *latencies;
+/* Per event: arm → the poller's loop after the handler returned; and how
+ * many of those the loops have recorded. */
+static uint64_t *resumes;
+static _Atomic size_t resumed;
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -163,9 +172,22 @@ static void handler(int sig, siginfo_t *info, void *context) {
     size_t i = atomic_load(&done);
     if (t0 != 0 && i < wanted) {
         latencies[i] = t - t0;
+        p->resumed_index = i;
+        atomic_store(&p->resumed_from, t0);
         atomic_store(&done, i + 1);
     }
     errno = saved_errno;
+}
+
+/* After a poll: if the handler just recorded an event, the time since its
+ * arm, now that the thread runs outside the handler again. */
+static inline void time_return(struct poller *p) {
+    uint64_t t0 = atomic_load_explicit(&p->resumed_from, memory_order_acquire);
+    if (t0 != 0) {
+        resumes[p->resumed_index] = now_ns() - t0;
+        atomic_store_explicit(&p->resumed_from, 0, memory_order_relaxed);
+        atomic_fetch_add(&resumed, 1);
+    }
 }
 
 static void *poll_loop(void *arg) {
@@ -178,10 +200,12 @@ static void *poll_loop(void *arg) {
                              :
                              : "r"(&p->slot)
                              : "rax", "memory");
+            time_return(p);
         }
     } else {
         while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
             __asm__ volatile("movl (%0), %%eax" : : "r"(p->page) : "eax", "memory");
+            time_return(p);
         }
     }
     return NULL;
@@ -271,10 +295,14 @@ static int setup(void) {
  * chosen at random every `min_us`..=`max_us` microseconds (uniformly, from
  * `seed`), until `events` faults were handled. `latency[i]` gets the time
  * from just before the i-th arm to the handler's reading, taken after it
- * disarmed; `arm_cost[i]` the time the i-th arm took in the arming thread.
+ * disarmed; `resumed[i]` the time from the same arm to the poller's loop
+ * right after the handler returned (sigreturn, the poll again: the point
+ * where our engine's callback runs, outside the handler); `arm_cost[i]` the
+ * time the i-th arm took in the arming thread.
  */
 int mmu_probe_load(int with_mode, size_t threads, size_t events, unsigned min_us,
-                   unsigned max_us, uint64_t seed, uint64_t *latency, uint64_t *arm_cost) {
+                   unsigned max_us, uint64_t seed, uint64_t *latency, uint64_t *resumed_latency,
+                   uint64_t *arm_cost) {
     if ((with_mode != LOAD_MPROTECT && with_mode != LOAD_SWAP) || threads == 0 ||
         min_us > max_us) {
         errno = EINVAL;
@@ -284,8 +312,10 @@ int mmu_probe_load(int with_mode, size_t threads, size_t events, unsigned min_us
     count = threads;
     page_len = (size_t)sysconf(_SC_PAGESIZE);
     latencies = latency;
+    resumes = resumed_latency;
     wanted = events;
     atomic_store(&done, 0);
+    atomic_store(&resumed, 0);
     atomic_store(&started, 0);
     atomic_store(&stop, 0);
     if (setup() != 0) {
@@ -304,9 +334,10 @@ int mmu_probe_load(int with_mode, size_t threads, size_t events, unsigned min_us
         x ^= x << 17;
         unsigned us = min_us + (unsigned)(x % (uint64_t)(max_us - min_us + 1));
         sleep_us(us);
-        /* The previous arm is delivered (the target is busy polling, so
-         * this waits only when delivery took longer than the sleep). */
-        while (atomic_load(&done) < k) {
+        /* The previous arm is delivered and its return from the handler
+         * timed (the target is busy polling, so this waits only when that
+         * took longer than the sleep). */
+        while (atomic_load(&resumed) < k) {
             sleep_us(20);
         }
         struct poller *p = &pollers[(x >> 32) % count];
@@ -319,7 +350,7 @@ int mmu_probe_load(int with_mode, size_t threads, size_t events, unsigned min_us
         }
         arm_cost[k] = now_ns() - t0;
     }
-    while (!failed && atomic_load(&done) < events) {
+    while (!failed && atomic_load(&resumed) < events) {
         sleep_us(20);
     }
     atomic_store(&stop, 1);
@@ -518,7 +549,8 @@ int mmu_probe_sliced(int with_mode, size_t workers, uint64_t iterations, unsigne
 }
 
 int mmu_probe_load(int with_mode, size_t threads, size_t events, unsigned min_us,
-                   unsigned max_us, uint64_t seed, uint64_t *latency, uint64_t *arm_cost) {
+                   unsigned max_us, uint64_t seed, uint64_t *latency, uint64_t *resumed_latency,
+                   uint64_t *arm_cost) {
     (void)with_mode;
     (void)threads;
     (void)events;
@@ -526,6 +558,7 @@ int mmu_probe_load(int with_mode, size_t threads, size_t events, unsigned min_us
     (void)max_us;
     (void)seed;
     (void)latency;
+    (void)resumed_latency;
     (void)arm_cost;
     errno = ENOSYS;
     return -1;

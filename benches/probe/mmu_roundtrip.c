@@ -84,6 +84,9 @@ static _Atomic uint64_t pending;
 static _Atomic size_t done;
 static size_t wanted;
 static uint64_t *latencies;
+/* Cross thread: the arm time of the event the handler just recorded, for
+ * the polling loop to time its return from the handler (0: none). */
+static _Atomic uint64_t resumed_from;
 /* Cross thread: tells the arming thread to stop. */
 static _Atomic int stop;
 
@@ -157,12 +160,18 @@ static void handler(int sig, siginfo_t *info, void *context) {
     }
     uint64_t t = now_ns();
     if (atomic_load(&cross)) {
-        uint64_t t0 = atomic_exchange(&pending, 0);
+        /* Only this handler clears `pending` and the arming thread sets
+         * it only while it is 0, so a load and a store do what an exchange
+         * would; `resumed_from` is set first, so that an arming thread that
+         * sees `pending` cleared also sees the event's return untimed. */
+        uint64_t t0 = atomic_load(&pending);
         size_t i = atomic_load(&done);
         if (t0 != 0 && i < wanted) {
             latencies[i] = t - t0;
+            atomic_store(&resumed_from, t0);
             atomic_store(&done, i + 1);
         }
+        atomic_store(&pending, 0);
     } else {
         atomic_store(&handled_at, t);
     }
@@ -251,7 +260,8 @@ struct arming {
 };
 
 /* The arming thread: at random intervals, once the previous arm was
- * handled, records the time and arms the page. */
+ * handled and the loop has timed its return, records the time and arms
+ * the page. */
 static void *arm_at_random(void *arg) {
     struct arming *a = arg;
     uint64_t x = a->seed | 1;
@@ -263,7 +273,12 @@ static void *arm_at_random(void *arg) {
         unsigned us = a->min_us + (unsigned)(x % (uint64_t)(a->max_us - a->min_us + 1));
         struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
         nanosleep(&ts, NULL);
-        while (atomic_load(&pending) != 0 && !atomic_load(&stop)) {
+        /* The previous event must be over, its return to the loop
+         * included: an arm that landed while the poll was still being
+         * handled would make the same poll fault twice, and the loop
+         * would time only the second return. */
+        while ((atomic_load(&pending) != 0 || atomic_load(&resumed_from) != 0) &&
+               !atomic_load(&stop)) {
             sched_yield();
         }
         if (atomic_load(&stop)) {
@@ -280,10 +295,13 @@ static void *arm_at_random(void *arg) {
  * while a second thread arms every `min_us`..=`max_us` microseconds
  * (uniformly at random, from `seed`), until `events` faults were handled.
  * `latency[i]` gets the time from just before the i-th arm to the handler's
- * reading, taken after it disarmed.
+ * reading, taken after it disarmed; `resumed[i]` the time from the same arm
+ * to the loop's first reading after the handler returned (sigreturn, the
+ * poll again), the point where our engine's callback runs: outside the
+ * handler.
  */
 int mmu_probe_cross_thread(size_t events, int with_mode, unsigned min_us, unsigned max_us,
-                           uint64_t seed, uint64_t *latency) {
+                           uint64_t seed, uint64_t *latency, uint64_t *resumed) {
     if (min_us > max_us) {
         errno = EINVAL;
         return -1;
@@ -306,13 +324,28 @@ int mmu_probe_cross_thread(size_t events, int with_mode, unsigned min_us, unsign
         errno = rc;
         return -1;
     }
+    atomic_store(&resumed_from, 0);
+    size_t resumes = 0;
     while (atomic_load(&done) < events) {
         poll();
+        /* Right after the poll, so that the last event is timed before
+         * the loop sees `done` reach `events`. */
+        uint64_t t0 = atomic_load_explicit(&resumed_from, memory_order_relaxed);
+        if (t0 != 0) {
+            resumed[resumes++] = now_ns() - t0;
+            atomic_store_explicit(&resumed_from, 0, memory_order_relaxed);
+        }
     }
     atomic_store(&stop, 1);
     pthread_join(thread, NULL);
     atomic_store(&cross, 0);
     teardown();
+    if (resumes != events) {
+        /* Every recorded event returns to the loop once; anything else is
+         * a broken probe, not a number. */
+        errno = EPROTO;
+        return -1;
+    }
     return 0;
 }
 
@@ -330,13 +363,14 @@ int mmu_probe_same_thread(size_t events, int with_mode, int armed, uint64_t *to_
 }
 
 int mmu_probe_cross_thread(size_t events, int with_mode, unsigned min_us, unsigned max_us,
-                           uint64_t seed, uint64_t *latency) {
+                           uint64_t seed, uint64_t *latency, uint64_t *resumed) {
     (void)events;
     (void)with_mode;
     (void)min_us;
     (void)max_us;
     (void)seed;
     (void)latency;
+    (void)resumed;
     errno = ENOSYS;
     return -1;
 }
