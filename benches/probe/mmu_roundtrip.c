@@ -78,15 +78,14 @@ static _Atomic uint64_t handled_at;
 /* Cross thread: nonzero while the handler records latencies. */
 static _Atomic int cross;
 /* Cross thread: when the arming thread armed the page, 0 when no arm is in
- * flight. */
+ * flight. The polling loop clears it once it has timed the event's return
+ * from the handler, so that the next arm cannot land while a poll is still
+ * being handled (that poll would fault twice). */
 static _Atomic uint64_t pending;
 /* Cross thread: latencies recorded so far, and how many are wanted. */
 static _Atomic size_t done;
 static size_t wanted;
 static uint64_t *latencies;
-/* Cross thread: the arm time of the event the handler just recorded, for
- * the polling loop to time its return from the handler (0: none). */
-static _Atomic uint64_t resumed_from;
 /* Cross thread: tells the arming thread to stop. */
 static _Atomic int stop;
 
@@ -160,18 +159,12 @@ static void handler(int sig, siginfo_t *info, void *context) {
     }
     uint64_t t = now_ns();
     if (atomic_load(&cross)) {
-        /* Only this handler clears `pending` and the arming thread sets
-         * it only while it is 0, so a load and a store do what an exchange
-         * would; `resumed_from` is set first, so that an arming thread that
-         * sees `pending` cleared also sees the event's return untimed. */
         uint64_t t0 = atomic_load(&pending);
         size_t i = atomic_load(&done);
         if (t0 != 0 && i < wanted) {
             latencies[i] = t - t0;
-            atomic_store(&resumed_from, t0);
             atomic_store(&done, i + 1);
         }
-        atomic_store(&pending, 0);
     } else {
         atomic_store(&handled_at, t);
     }
@@ -259,9 +252,8 @@ struct arming {
     uint64_t seed;
 };
 
-/* The arming thread: at random intervals, once the previous arm was
- * handled and the loop has timed its return, records the time and arms
- * the page. */
+/* The arming thread: at random intervals, once the previous event is over
+ * (`pending` cleared), records the time and arms the page. */
 static void *arm_at_random(void *arg) {
     struct arming *a = arg;
     uint64_t x = a->seed | 1;
@@ -273,12 +265,7 @@ static void *arm_at_random(void *arg) {
         unsigned us = a->min_us + (unsigned)(x % (uint64_t)(a->max_us - a->min_us + 1));
         struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
         nanosleep(&ts, NULL);
-        /* The previous event must be over, its return to the loop
-         * included: an arm that landed while the poll was still being
-         * handled would make the same poll fault twice, and the loop
-         * would time only the second return. */
-        while ((atomic_load(&pending) != 0 || atomic_load(&resumed_from) != 0) &&
-               !atomic_load(&stop)) {
+        while (atomic_load(&pending) != 0 && !atomic_load(&stop)) {
             sched_yield();
         }
         if (atomic_load(&stop)) {
@@ -324,16 +311,15 @@ int mmu_probe_cross_thread(size_t events, int with_mode, unsigned min_us, unsign
         errno = rc;
         return -1;
     }
-    atomic_store(&resumed_from, 0);
     size_t resumes = 0;
     while (atomic_load(&done) < events) {
         poll();
-        /* Right after the poll, so that the last event is timed before
-         * the loop sees `done` reach `events`. */
-        uint64_t t0 = atomic_load_explicit(&resumed_from, memory_order_relaxed);
-        if (t0 != 0) {
-            resumed[resumes++] = now_ns() - t0;
-            atomic_store_explicit(&resumed_from, 0, memory_order_relaxed);
+        /* The handler recorded an event during that poll: time its return
+         * and end the event. Right after the poll, so that the last event
+         * is timed before the loop sees `done` reach `events`. */
+        if (atomic_load(&done) > resumes) {
+            resumed[resumes++] = now_ns() - atomic_load(&pending);
+            atomic_store(&pending, 0);
         }
     }
     atomic_store(&stop, 1);

@@ -874,9 +874,14 @@ fn print_delivery(
     for (m, &mechanism) in mechanisms.iter().enumerate() {
         row(mechanism, "ours", &ours[m].latency, &ours[m].arm_cost);
         if probe[m].latency.len() > 0 {
-            let (p, arm) = (&probe[m], &probe[m].arm_cost);
-            row(mechanism, "probe, in its handler", &p.latency, arm);
-            row(mechanism, "probe, after its handler", &p.resumed, arm);
+            let p = &probe[m];
+            row(mechanism, "probe, in its handler", &p.latency, &p.arm_cost);
+            row(
+                mechanism,
+                "probe, after its handler",
+                &p.resumed,
+                &p.arm_cost,
+            );
         }
     }
     println!();

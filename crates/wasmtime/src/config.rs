@@ -567,9 +567,10 @@ impl Config {
     /// [`Config::cranelift_flag_set`] turns on; naming this host's own
     /// triple gives code that runs here but, unlike the default, without
     /// the host's detected CPU features. x86_64 and aarch64 are supported,
-    /// as on the host; the aarch64 runtime has run only its MMU
-    /// interruption tests, under qemu (see `docs/mmu-interruption.md`), so
-    /// loading aarch64 artifacts is untested beyond that.
+    /// as on the host; the aarch64 runtime has run only under qemu (its
+    /// MMU interruption tests and the spec files about traps in CI; see
+    /// `docs/mmu-interruption.md`), so loading aarch64 artifacts is
+    /// untested beyond that.
     ///
     /// ## Default
     ///
@@ -1573,8 +1574,8 @@ impl Config {
                     "`Config::mmu_interruption` requires signals-based traps: an interrupt is delivered as a SIGSEGV at a poll (`Config::signals_based_traps(false)` was given)"
                 );
             }
-            // aarch64: the trampoline and the runtime's MMU suite run under
-            // qemu in CI, not yet on hardware (docs/mmu-interruption.md,
+            // aarch64: the trampoline, the runtime's MMU suite and the spec
+            // files about traps run under qemu in CI, not yet on hardware (docs/mmu-interruption.md,
             // "aarch64").
             if !cfg!(all(
                 target_os = "linux",
