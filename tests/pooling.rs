@@ -268,6 +268,90 @@ fn mmu_interruption_in_pooled_memories() {
     }
 }
 
+/// Poll pages that the pool keeps for the next instance (below a warm
+/// slot's memory base, in front of a memory-less instance's `VMContext`)
+/// must come back readable and working, also after a store was dropped
+/// while armed: its call ended right after a host call that asked for an
+/// interrupt, with no poll left to take the request, so in mprotect mode
+/// its pages were still protected when it dropped. A page reused in that
+/// state would make the next store's first poll fault with nothing armed
+/// (which aborts the process rather than faulting forever).
+#[test]
+fn mmu_poll_pages_kept_by_the_pool_work_for_the_next_store() {
+    let with_memory = r#"(module (import "host" "interrupt" (func $interrupt))
+        (memory 1)
+        (func (export "ask") (call $interrupt))
+        (func (export "count") (param $n i32) (result i32) (local $i i32)
+          (loop $l (i32.store (i32.const 8) (local.get $i))
+            (br_if $l (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 1)))
+                                (local.get $n))))
+          (i32.load (i32.const 8))))"#;
+    let without_memory = r#"(module (import "host" "interrupt" (func $interrupt))
+        (global $g (mut i32) (i32.const 0))
+        (func (export "ask") (call $interrupt))
+        (func (export "count") (param $n i32) (result i32) (local $i i32)
+          (loop $l (global.set $g (local.get $i))
+            (br_if $l (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 1)))
+                                (local.get $n))))
+          (global.get $g)))"#;
+    for mode in [
+        MmuInterruptionMode::Mprotect,
+        MmuInterruptionMode::PointerSwap,
+    ] {
+        for (guest, wat) in [("memory", with_memory), ("no memory", without_memory)] {
+            let mut config = pooling(|p| {
+                p.total_memories(2)
+                    .total_core_instances(2)
+                    .linear_memory_keep_resident(1 << 20);
+            });
+            config.mmu_interruption(true).mmu_interruption_mode(mode);
+            let engine = Engine::new(&config).unwrap();
+            let module = Module::new(&engine, wat).unwrap();
+            let mut linker = wasmtime::Linker::<Option<wasmtime::MmuInterrupter>>::new(&engine);
+            linker
+                .func_wrap("host", "interrupt", |caller: wasmtime::Caller<'_, _>| {
+                    let interrupter: &Option<wasmtime::MmuInterrupter> = caller.data();
+                    assert!(interrupter.as_ref().unwrap().interrupt());
+                })
+                .unwrap();
+            let pre = linker.instantiate_pre(&module).unwrap();
+            for round in 0..8 {
+                let context = format!("{mode:?}, {guest}, round {round}");
+                let mut store = Store::new(&engine, None);
+                store.mmu_interrupt_trap();
+                *store.data_mut() = Some(store.mmu_interrupter().unwrap());
+                let instance = pre.instantiate(&mut store).unwrap();
+                let count = instance
+                    .get_typed_func::<i32, i32>(&mut store, "count")
+                    .unwrap();
+                assert_eq!(count.call(&mut store, 1000).unwrap(), 999, "{context}");
+                if round % 2 == 0 {
+                    // Leave the store armed when it drops.
+                    instance
+                        .get_typed_func::<(), ()>(&mut store, "ask")
+                        .unwrap()
+                        .call(&mut store, ())
+                        .unwrap();
+                } else {
+                    // An interrupt still lands through the reused page.
+                    let interrupter = store.data().clone().unwrap();
+                    let shooter = std::thread::spawn(move || {
+                        std::thread::sleep(Duration::from_millis(5));
+                        interrupter.interrupt();
+                    });
+                    let err = count.call(&mut store, i32::MAX).unwrap_err();
+                    shooter.join().unwrap();
+                    assert_eq!(
+                        err.downcast_ref::<Trap>(),
+                        Some(&Trap::Interrupt),
+                        "{context}: {err:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// Table slots: a table's elements, growth and a reset's shrinking must not
 /// show through in the next table to take the slot.
 #[test]

@@ -13,6 +13,7 @@
 //! cargo run --release -p wasmtime-mmu-benches -- component-guest [--runs N] [--module GUEST.wasm]
 //! cargo run --release -p wasmtime-mmu-benches -- reset [--runs N] [--calls N] [--sizes 256k,4m,16m] [--threads 1,2] [--workloads fixed,rotating] [--syscalls [--resets N]]
 //! cargo run --release -p wasmtime-mmu-benches -- reset-syscalls [--resets N]
+//! cargo run --release -p wasmtime-mmu-benches -- instantiate [--runs N]
 //! ```
 //!
 //! Modes (`--mode`, see [`modes`]): `plain` (the default of `kernels` and
@@ -42,10 +43,14 @@
 //! `Instance::reset` under each `ResetPolicy`, against a no-reset floor;
 //! `reset-syscalls` counts the system calls of a shootdown-free reset under
 //! `strace`.
+//!
+//! `instantiate` (see [`instantiate`]) prices what each kind of
+//! interruption adds to a pooled instantiation, with and without a memory.
 
 mod artifacts;
 mod component;
 mod component_guest;
+mod instantiate;
 mod interrupt;
 mod kernels;
 mod load;
@@ -76,6 +81,7 @@ usage: bench kernels [--runs N] [--filter NAME[,NAME...]] [--mode MODE]
        bench reset [--runs N] [--calls N] [--sizes 256k,4m,16m] [--threads 1,2]
                    [--workloads fixed,rotating] [--syscalls [--resets N]]
        bench reset-syscalls [--resets N]
+       bench instantiate [--runs N]
 MODE: plain, epochs, fuel, mmu (ours with MMU polls, set against upstream's epochs,
       which it measures too), marks (ours with write marks, Config::track_memory_writes)
       or all (plain, mmu, epochs and fuel; the default of interrupt-overhead)
@@ -134,10 +140,11 @@ fn main() -> Result<()> {
         "load" => artifacts::load(&options),
         "component" => component::run(&options),
         "component-guest" => component_guest::run(&options),
+        "instantiate" => instantiate::run(&options),
         other => bail!(
             "unknown benchmark suite `{other}` (expected `kernels`, `interrupt-overhead`, \
              `stacks`, `sightglass`, `mmu-roundtrip`, `mmu-load`, `cache-run`, `load`, \
-             `component`, `component-guest`, `reset` or `reset-syscalls`)"
+             `component`, `component-guest`, `reset`, `reset-syscalls` or `instantiate`)"
         ),
     }
 }

@@ -22,10 +22,13 @@
 //! ```
 //!
 //! The page is registered with the store's `MmuInterruptState` for the
-//! instance's life and unregistered before it is unmapped.
+//! instance's life and unregistered before it is unmapped, or, under the
+//! pooling allocator, kept for the next instance with a `VMContext` of the
+//! same size (`pooling::VmctxMappings`).
 
 use super::libcalls;
 use super::mmu_interrupt::MmuInterruptState;
+use super::pooling::VmctxMappings;
 use super::sys::unix::mmap::{Mmap, host_page_size};
 use crate::Module;
 use crate::runtime::store::StoreOpaque;
@@ -55,10 +58,12 @@ enum Allocation {
     /// From the global allocator (MMU interruption off).
     Heap { alloc: NonNull<u8>, layout: Layout },
     /// A mapping that begins with the instance's poll page, which is
-    /// registered with `state` while the instance lives.
+    /// registered with `state` while the instance lives; given back to
+    /// `reuse` (the pooling allocator's free list) when it drops.
     WithPollPage {
         mapping: Mmap,
         state: Arc<MmuInterruptState>,
+        reuse: Option<Arc<VmctxMappings>>,
     },
 }
 
@@ -71,7 +76,11 @@ impl Allocation {
         Ok(Allocation::Heap { alloc, layout })
     }
 
-    fn with_poll_page(size: usize, state: &Arc<MmuInterruptState>) -> Result<Allocation> {
+    fn with_poll_page(
+        size: usize,
+        state: &Arc<MmuInterruptState>,
+        reuse: Option<&Arc<VmctxMappings>>,
+    ) -> Result<Allocation> {
         // Polls address the page by a constant offset from `vmctx`, which
         // assumes it is exactly one host page; `Engine::new` refused MMU
         // interruption on any other host.
@@ -82,10 +91,18 @@ impl Allocation {
         let len = body
             .checked_add(MMU_POLL_PAGE_SIZE)
             .context("VMContext too large")?;
-        let mapping = Mmap::read_write(len).context("failed to map a VMContext")?;
-        // SAFETY: the mapping is fresh and nobody uses it yet.
-        unsafe { mapping.make_poll_page(0, MMU_POLL_PAGE_SIZE, state.mode()) }
-            .context("failed to map an MMU poll page")?;
+        // A kept mapping is laid out the same way (same length), its body
+        // zeroed and its poll page ready (`VmctxMappings`).
+        let mapping = match reuse.and_then(|r| r.take(len)) {
+            Some(mapping) => mapping,
+            None => {
+                let mapping = Mmap::read_write(len).context("failed to map a VMContext")?;
+                // SAFETY: the mapping is fresh and nobody uses it yet.
+                unsafe { mapping.make_poll_page(0, MMU_POLL_PAGE_SIZE, state.mode()) }
+                    .context("failed to map an MMU poll page")?;
+                mapping
+            }
+        };
         // SAFETY: the page is the start of our own mapping, page-aligned,
         // readable and holding no data; the mapping lives in the returned
         // value, whose drop removes the page before unmapping it. Instances
@@ -94,6 +111,7 @@ impl Allocation {
         Ok(Allocation::WithPollPage {
             mapping,
             state: state.clone(),
+            reuse: reuse.cloned(),
         })
     }
 
@@ -117,12 +135,28 @@ impl Drop for Allocation {
             Allocation::Heap { alloc, layout } => unsafe {
                 std::alloc::dealloc(alloc.as_ptr(), *layout)
             },
-            Allocation::WithPollPage { mapping, state } => {
+            Allocation::WithPollPage {
+                mapping,
+                state,
+                reuse,
+            } => {
                 // SAFETY: the page was added in `with_poll_page`; instances
                 // are dropped with their store, by its owning thread, in
                 // host code. After this no interrupter touches the page, so
-                // dropping `mapping` next may unmap it.
-                unsafe { state.remove_page(mapping.as_ptr() as usize) };
+                // the mapping may be unmapped or reused.
+                let unreadable = unsafe { state.remove_page(mapping.as_ptr() as usize) };
+                if let Some(reuse) = reuse
+                    && !unreadable
+                {
+                    let mapping = std::mem::replace(mapping, Mmap::empty());
+                    // SAFETY: the mapping was made read-write with a poll
+                    // page of this engine's mode in front (both arming
+                    // modes leave it readable; a page left protected by an
+                    // armed store is not given back), that page is
+                    // registered with no store now, and the instance that
+                    // used the body is being dropped.
+                    unsafe { reuse.give_back(mapping, MMU_POLL_PAGE_SIZE) };
+                }
             }
         }
     }
@@ -180,20 +214,23 @@ impl Instance {
     /// in. Imports, definitions and function references are the caller's
     /// to fill. With `mmu` (the store's MMU state, when the engine has MMU
     /// interruption on), the allocation of a module without memory gets a
-    /// poll page registered there (`ModuleInfo::mmu_polls_through_vmctx`).
+    /// poll page registered there (`ModuleInfo::mmu_polls_through_vmctx`);
+    /// with `vmctx_mappings` (the pooling allocator's) that allocation is
+    /// taken from and given back to it.
     pub fn new(
         module: &Module,
         store: *mut StoreOpaque,
         store_context: *mut VMStoreContext,
         epoch_counter: *const AtomicU64,
         mmu: Option<&Arc<MmuInterruptState>>,
+        vmctx_mappings: Option<&Arc<VmctxMappings>>,
         id: u32,
     ) -> Result<Box<Instance>> {
         let size = PREFIX + module.offsets().size() as usize;
         let alloc = match mmu {
             // Polls of a module with a memory read below a memory's base.
             Some(state) if module.info().mmu_polls_through_vmctx() => {
-                Allocation::with_poll_page(size, state)?
+                Allocation::with_poll_page(size, state, vmctx_mappings)?
             }
             _ => Allocation::heap(size)?,
         };

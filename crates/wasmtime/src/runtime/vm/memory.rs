@@ -264,13 +264,19 @@ impl Memory {
                             }
                         }
                     }
+                    // A warm slot of this module still has its readable
+                    // poll page: the pool belongs to one engine, so the
+                    // page was made for this arming mode.
+                    let poll_page_ready = taken.ready.is_some() && taken.poll_page;
                     if plan.mmu_poll_page {
-                        let mode = poll_mode
-                            .context("a memory with an MMU poll page needs its store's mode")?;
-                        taken
-                            .view
-                            .make_poll_page(base - MMU_POLL_PAGE_SIZE, MMU_POLL_PAGE_SIZE, mode)
-                            .context("failed to map a linear memory's MMU poll page")?;
+                        if !poll_page_ready {
+                            let mode = poll_mode
+                                .context("a memory with an MMU poll page needs its store's mode")?;
+                            taken
+                                .view
+                                .make_poll_page(base - MMU_POLL_PAGE_SIZE, MMU_POLL_PAGE_SIZE, mode)
+                                .context("failed to map a linear memory's MMU poll page")?;
+                        }
                     } else if taken.poll_page {
                         taken.view.protect(
                             base - MMU_POLL_PAGE_SIZE,
@@ -334,11 +340,14 @@ impl Memory {
         }
     }
 
-    fn unregister_poll_page(&self) {
-        if let Some((mmu, page)) = self.poll_page() {
+    /// Unregisters the poll page, if any; returns whether it was left
+    /// unreadable (see `MmuInterruptState::remove_page`).
+    fn unregister_poll_page(&self) -> bool {
+        match self.poll_page() {
             // SAFETY: registered by `register_poll_page`; the store's
             // thread, in host code (constructor contract).
-            unsafe { mmu.remove_page(page) };
+            Some((mmu, page)) => unsafe { mmu.remove_page(page) },
+            None => false,
         }
     }
 
@@ -978,7 +987,7 @@ fn overlay_page(pristine: &Pristine, offset: usize, page: usize) -> Option<&[u8]
 
 impl Drop for Memory {
     fn drop(&mut self) {
-        self.unregister_poll_page();
+        let poll_page_unreadable = self.unregister_poll_page();
         if let Some(slot) = self.slot.take() {
             let written_known = self
                 .pristine
@@ -989,7 +998,7 @@ impl Drop for Memory {
                 accessible: self.accessible,
                 image: self.image.as_ref(),
                 written_known,
-                poll_page: self.plan.mmu_poll_page,
+                poll_page: self.plan.mmu_poll_page && !poll_page_unreadable,
                 write_marks: self.marks_in_use(self.accessible),
             }));
         }

@@ -227,18 +227,31 @@ impl MmuInterruptState {
     }
 
     /// Removes the poll page at `start`; once this returns no interrupter
-    /// touches it again, and it may be unmapped.
+    /// touches it again, and it may be unmapped or kept for another store.
+    ///
+    /// Returns whether the page was left unreadable (mprotect mode, removed
+    /// while armed). A page kept for reuse as a poll page must then be made
+    /// readable again; otherwise it is readable (and, in pointer-swap mode,
+    /// writable, its slot holding a stale target that the next
+    /// [`MmuInterruptState::add_page`] overwrites).
     ///
     /// # Safety
     ///
     /// As for [`MmuInterruptState::add_page`]: the store's thread, outside
     /// any poll.
-    pub unsafe fn remove_page(&self, start: usize) {
-        let _armed = self.lock_arming();
+    pub unsafe fn remove_page(&self, start: usize) -> bool {
+        let armed = self.lock_arming();
         // SAFETY: as in `add_page`.
         let pages = unsafe { &mut *self.pages.get() };
-        if let Ok(at) = pages.binary_search(&start) {
-            pages.remove(at);
+        match pages.binary_search(&start) {
+            Ok(at) => {
+                pages.remove(at);
+                // In mprotect mode the flag says exactly what protection
+                // `set_armed` last gave every registered page; pointer-swap
+                // mode never protects a page.
+                self.swap.is_none() && *armed
+            }
+            Err(_) => false,
         }
     }
 
@@ -283,7 +296,9 @@ impl MmuInterruptState {
             return false;
         }
         self.requested.fetch_max(generation, Ordering::SeqCst);
-        self.set_armed(true);
+        // Already armed (mprotect mode) is fine: the earlier request's
+        // protection still stands.
+        let _ = self.set_armed(true);
         true
     }
 
@@ -318,7 +333,21 @@ impl MmuInterruptState {
                     set_slot(start, swap, false);
                 }
             }
-            None => self.set_armed(false),
+            None => {
+                if !self.set_armed(false) {
+                    // The poll faulted on a registered page that arming had
+                    // not protected (every protection of a registered page
+                    // goes through `set_armed` or `add_page`, which set the
+                    // flag): a runtime bug. Resuming would fault again
+                    // forever, and unwinding through the Wasm frames below
+                    // is impossible, so the process stops, saying why.
+                    eprintln!(
+                        "wasmtime: an MMU poll faulted on a page its store had not armed \
+                         (a runtime bug); aborting instead of faulting forever"
+                    );
+                    std::process::abort();
+                }
+            }
         }
         // Polls run only inside a call, whose generation is odd, so an
         // empty request (0) never matches.
@@ -352,13 +381,15 @@ impl MmuInterruptState {
         self.arming.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn set_armed(&self, armed: bool) {
+    /// Arms or disarms every registered page; returns `false` when, in
+    /// mprotect mode, they already were (nothing changed).
+    fn set_armed(&self, armed: bool) -> bool {
         let mut state = self.lock_arming();
         // In pointer-swap mode the poll path disarms without the lock and
         // leaves the flag alone, so only the mprotect mode may trust it to
         // skip a redundant change.
         if *state == armed && self.swap.is_none() {
-            return;
+            return false;
         }
         *state = armed;
         // SAFETY: reading under `arming`, which every writer holds.
@@ -380,6 +411,7 @@ impl MmuInterruptState {
                 }
             }
         }
+        true
     }
 }
 

@@ -1,0 +1,324 @@
+//! `bench instantiate`: what MMU interruption adds to a pooled
+//! instantiation, ours and upstream Wasmtime 48 side by side.
+//!
+//! One request is: a new `Store`, an instance from an `InstancePre`, one
+//! call of its `run` export (a short loop), and dropping the store. Every
+//! configuration uses the pooling allocator with the same pool (tuned as in
+//! `bench reset`: the memory kept resident, `pagemap_scan` where the kernel
+//! has it), so the difference between rows is what each kind of
+//! interruption costs to set up and tear down per instance, not the
+//! allocator:
+//!
+//! * ours plain, ours with epochs, ours with MMU polls in each arming mode
+//!   (never armed: only the poll pages' setup and teardown differ);
+//! * upstream plain and with epochs.
+//!
+//! Two guests: one with a linear memory and a data segment (its poll page
+//! sits below the memory's base, in the pooled memory slot), and one
+//! without memory (its poll page sits in front of its `VMContext`).
+//!
+//! Configurations alternate within a round, in an order that rotates from
+//! round to round; each round of a configuration runs a fixed batch of
+//! requests calibrated once to about 50 ms. Reported: the median over
+//! rounds of µs per request, and each row against ours plain.
+
+use crate::Options;
+use crate::stats::median_f64;
+use anyhow::{Result, ensure};
+use std::time::{Duration, Instant};
+
+const DEFAULT_RUNS: usize = 11;
+/// The wall time a calibrated round aims at.
+const ROUND_TARGET: Duration = Duration::from_millis(50);
+
+/// A guest with a memory, a data segment, a global and a loop.
+const WITH_MEMORY: &str = r#"
+(module
+  (memory 1)
+  (data (i32.const 16) "pristine")
+  (global $g (mut i32) (i32.const 0))
+  (func (export "run") (result i32)
+    (local $i i32)
+    (loop $l
+      (i32.store (i32.const 64) (local.get $i))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br_if $l (i32.lt_u (local.get $i) (i32.const 16))))
+    (global.set $g (i32.add (global.get $g) (i32.load (i32.const 64))))
+    (global.get $g)))
+"#;
+
+/// The same without the memory.
+const WITHOUT_MEMORY: &str = r#"
+(module
+  (global $g (mut i32) (i32.const 0))
+  (func (export "run") (result i32)
+    (local $i i32)
+    (loop $l
+      (global.set $g (i32.add (global.get $g) (local.get $i)))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br_if $l (i32.lt_u (local.get $i) (i32.const 16))))
+    (global.get $g)))
+"#;
+
+/// What `run` returns in a pristine instance of either guest.
+const EXPECTED: [(&str, &str, i32); 2] = [
+    ("with a memory", WITH_MEMORY, 15),
+    ("without memory", WITHOUT_MEMORY, 120),
+];
+
+/// How an engine interrupts.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Interruption {
+    None,
+    Epochs,
+    Mprotect,
+    Swap,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Side {
+    Ours,
+    Upstream,
+}
+
+const CONFIGS: [(Side, Interruption); 6] = [
+    (Side::Ours, Interruption::None),
+    (Side::Ours, Interruption::Epochs),
+    (Side::Ours, Interruption::Mprotect),
+    (Side::Ours, Interruption::Swap),
+    (Side::Upstream, Interruption::None),
+    (Side::Upstream, Interruption::Epochs),
+];
+
+fn label(side: Side, interruption: Interruption) -> String {
+    let side = match side {
+        Side::Ours => "ours",
+        Side::Upstream => "upstream 48",
+    };
+    let how = match interruption {
+        Interruption::None => "plain",
+        Interruption::Epochs => "epochs",
+        Interruption::Mprotect => "MMU, mprotect",
+        Interruption::Swap => "MMU, pointer swap",
+    };
+    format!("{side}, {how}")
+}
+
+/// Serves `n` requests.
+trait Requests {
+    fn serve(&mut self, n: u64) -> Result<()>;
+}
+
+/// The pool both engines get: a few slots, each memory at most 1 MiB.
+const SLOTS: u32 = 8;
+const MAX_MEMORY: usize = 1 << 20;
+
+mod ours {
+    use super::*;
+    use wasmtime::{
+        Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, MmuInterruptionMode,
+        Module, PoolingAllocationConfig, Store,
+    };
+
+    pub struct Prepared {
+        pre: InstancePre<()>,
+        epochs: bool,
+        expected: i32,
+    }
+
+    pub fn prepare(interruption: Interruption, wat: &str, expected: i32) -> Result<Prepared> {
+        let mut config = Config::new();
+        let mut pool = PoolingAllocationConfig::new();
+        pool.total_core_instances(SLOTS)
+            .total_memories(SLOTS)
+            .total_tables(SLOTS)
+            .total_stacks(SLOTS)
+            .max_memory_size(MAX_MEMORY)
+            .linear_memory_keep_resident(64 << 10)
+            .table_keep_resident(64 << 10)
+            .pagemap_scan(wasmtime::Enabled::Auto);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        match interruption {
+            Interruption::None => {}
+            Interruption::Epochs => {
+                config.epoch_interruption(true);
+            }
+            Interruption::Mprotect | Interruption::Swap => {
+                config.mmu_interruption(true);
+                config.mmu_interruption_mode(if interruption == Interruption::Swap {
+                    MmuInterruptionMode::PointerSwap
+                } else {
+                    MmuInterruptionMode::Mprotect
+                });
+            }
+        }
+        let engine = Engine::new(&config)?;
+        let module = Module::new(&engine, wat)?;
+        let pre = Linker::new(&engine).instantiate_pre(&module)?;
+        Ok(Prepared {
+            pre,
+            epochs: interruption == Interruption::Epochs,
+            expected,
+        })
+    }
+
+    impl Requests for Prepared {
+        fn serve(&mut self, n: u64) -> Result<()> {
+            for _ in 0..n {
+                let mut store = Store::new(self.pre.module().engine(), ());
+                if self.epochs {
+                    store.set_epoch_deadline(1 << 40);
+                }
+                let instance = self.pre.instantiate(&mut store)?;
+                let run = instance.get_typed_func::<(), i32>(&mut store, "run")?;
+                let got = run.call(&mut store, ())?;
+                ensure!(
+                    got == self.expected,
+                    "run returned {got}, not {}",
+                    self.expected
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+mod upstream {
+    use super::*;
+    use upstream_wasmtime::{
+        Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module,
+        PoolingAllocationConfig, Store,
+    };
+
+    pub struct Prepared {
+        pre: InstancePre<()>,
+        epochs: bool,
+        expected: i32,
+    }
+
+    #[allow(
+        clippy::needless_question_mark,
+        reason = "upstream's error type is not anyhow's and needs the conversion"
+    )]
+    pub fn prepare(interruption: Interruption, wat: &str, expected: i32) -> Result<Prepared> {
+        let mut config = Config::new();
+        let mut pool = PoolingAllocationConfig::new();
+        pool.total_core_instances(SLOTS)
+            .total_memories(SLOTS)
+            .total_tables(SLOTS)
+            .total_stacks(SLOTS)
+            .total_component_instances(0)
+            .total_gc_heaps(0)
+            .max_memory_size(MAX_MEMORY)
+            .linear_memory_keep_resident(64 << 10)
+            .table_keep_resident(64 << 10)
+            .pagemap_scan(upstream_wasmtime::Enabled::Auto);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        ensure!(
+            matches!(interruption, Interruption::None | Interruption::Epochs),
+            "upstream Wasmtime 48 has no MMU interruption"
+        );
+        config.epoch_interruption(interruption == Interruption::Epochs);
+        let engine = Engine::new(&config)?;
+        let module = Module::new(&engine, wat)?;
+        let pre = Linker::new(&engine).instantiate_pre(&module)?;
+        Ok(Prepared {
+            pre,
+            epochs: interruption == Interruption::Epochs,
+            expected,
+        })
+    }
+
+    impl Requests for Prepared {
+        fn serve(&mut self, n: u64) -> Result<()> {
+            for _ in 0..n {
+                let mut store = Store::new(self.pre.module().engine(), ());
+                if self.epochs {
+                    store.set_epoch_deadline(1 << 40);
+                }
+                let instance = self.pre.instantiate(&mut store)?;
+                let run = instance.get_typed_func::<(), i32>(&mut store, "run")?;
+                let got = run.call(&mut store, ())?;
+                ensure!(
+                    got == self.expected,
+                    "run returned {got}, not {}",
+                    self.expected
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+fn prepare(
+    side: Side,
+    interruption: Interruption,
+    wat: &str,
+    expected: i32,
+) -> Result<Box<dyn Requests>> {
+    Ok(match side {
+        Side::Ours => Box::new(ours::prepare(interruption, wat, expected)?),
+        Side::Upstream => Box::new(upstream::prepare(interruption, wat, expected)?),
+    })
+}
+
+/// Requests per round: enough for about [`ROUND_TARGET`].
+fn calibrate(requests: &mut dyn Requests) -> Result<u64> {
+    requests.serve(200)?;
+    let mut n = 100u64;
+    loop {
+        let start = Instant::now();
+        requests.serve(n)?;
+        let took = start.elapsed();
+        if took >= ROUND_TARGET / 4 {
+            let per = took.as_secs_f64() / n as f64;
+            return Ok(((ROUND_TARGET.as_secs_f64() / per) as u64).max(1));
+        }
+        n *= 4;
+    }
+}
+
+/// Runs `bench instantiate`.
+pub fn run(options: &Options) -> Result<()> {
+    let runs = options.runs(DEFAULT_RUNS);
+    println!(
+        "# bench instantiate: µs per request (new store, instance from an InstancePre, one \
+         call, drop), pooling allocator, medians of {runs} rounds"
+    );
+    for (guest, wat, expected) in EXPECTED {
+        let mut prepared = Vec::new();
+        for (side, interruption) in CONFIGS {
+            let mut requests = prepare(side, interruption, wat, expected)?;
+            let batch = calibrate(requests.as_mut())?;
+            prepared.push((side, interruption, requests, batch, Vec::new()));
+        }
+        for round in 0..runs {
+            let count = prepared.len();
+            for k in 0..count {
+                let (_, _, requests, batch, samples) = &mut prepared[(k + round) % count];
+                let start = Instant::now();
+                requests.serve(*batch)?;
+                samples.push(start.elapsed().as_secs_f64() * 1e6 / *batch as f64);
+            }
+        }
+        let medians: Vec<f64> = prepared
+            .iter()
+            .map(|(_, _, _, _, samples)| median_f64(samples))
+            .collect();
+        let plain = medians[0];
+        println!();
+        println!("## guest {guest}");
+        println!();
+        println!("| configuration | µs per request | − ours plain (µs) | / ours plain |");
+        println!("|---|---:|---:|---:|");
+        for ((side, interruption, ..), median) in prepared.iter().zip(&medians) {
+            println!(
+                "| {} | {median:.2} | {:+.2} | {:.3} |",
+                label(*side, *interruption),
+                median - plain,
+                median / plain
+            );
+        }
+    }
+    Ok(())
+}
