@@ -18,6 +18,9 @@
 //! * **reset copy / shootdown-free / decommit** (ours): one store and one
 //!   instance per thread, `Instance::reset` after every call, under each
 //!   `ResetPolicy` (shootdown-free with a budget of 64 KiB);
+//! * **reset shootdown-free, memory resident** (ours): the same policy
+//!   with a budget of the memory's size (the resident set upstream's tuned
+//!   pooling keeps), still asking the kernel which pages were written;
 //! * **reset shootdown-free, write marks** (ours): the same with
 //!   `Config::track_memory_writes`, so that a reset reads the marks compiled
 //!   stores set instead of asking the kernel, with a budget of the memory's
@@ -283,6 +286,7 @@ pub enum Scheme {
     FreshPoolingTuned,
     ResetCopy,
     ResetShootdownFree,
+    ResetShootdownFreeResident,
     ResetMarked,
     ResetDecommit,
     Floor,
@@ -290,12 +294,13 @@ pub enum Scheme {
 
 impl Scheme {
     /// The table's rows, in order.
-    const ROWS: [Scheme; 8] = [
+    const ROWS: [Scheme; 9] = [
         Scheme::FreshOnDemand,
         Scheme::FreshPooling,
         Scheme::FreshPoolingTuned,
         Scheme::ResetCopy,
         Scheme::ResetShootdownFree,
+        Scheme::ResetShootdownFreeResident,
         Scheme::ResetMarked,
         Scheme::ResetDecommit,
         Scheme::Floor,
@@ -308,6 +313,7 @@ impl Scheme {
             Scheme::FreshPoolingTuned => "fresh pooling, tuned",
             Scheme::ResetCopy => "reset copy",
             Scheme::ResetShootdownFree => "reset shootdown-free",
+            Scheme::ResetShootdownFreeResident => "reset shootdown-free, memory resident",
             Scheme::ResetMarked => "reset shootdown-free, write marks",
             Scheme::ResetDecommit => "reset decommit",
             Scheme::Floor => "no-reset floor",
@@ -319,6 +325,7 @@ impl Scheme {
             self,
             Scheme::ResetCopy
                 | Scheme::ResetShootdownFree
+                | Scheme::ResetShootdownFreeResident
                 | Scheme::ResetMarked
                 | Scheme::ResetDecommit
         )
@@ -338,7 +345,7 @@ impl Scheme {
 const SHOOTDOWN_FREE_BUDGET: usize = 64 << 10;
 
 /// Every configuration measured, in the order of the first round.
-const MEASURED: [(Side, Scheme); 12] = [
+const MEASURED: [(Side, Scheme); 13] = [
     (Side::Ours, Scheme::FreshOnDemand),
     (Side::Upstream, Scheme::FreshOnDemand),
     (Side::Ours, Scheme::FreshPooling),
@@ -347,6 +354,7 @@ const MEASURED: [(Side, Scheme); 12] = [
     (Side::Ours, Scheme::ResetCopy),
     (Side::Upstream, Scheme::FreshPoolingTuned),
     (Side::Ours, Scheme::ResetShootdownFree),
+    (Side::Ours, Scheme::ResetShootdownFreeResident),
     (Side::Ours, Scheme::ResetMarked),
     (Side::Ours, Scheme::ResetDecommit),
     (Side::Ours, Scheme::Floor),
@@ -371,6 +379,12 @@ fn configure_ours(
         Scheme::ResetCopy => wasmtime::ResetPolicy::Copy,
         Scheme::ResetShootdownFree => wasmtime::ResetPolicy::ShootdownFree {
             resident_budget: SHOOTDOWN_FREE_BUDGET,
+        },
+        Scheme::ResetShootdownFreeResident => wasmtime::ResetPolicy::ShootdownFree {
+            // The resident set upstream's tuned pooling keeps, without
+            // marks: written pages are found with `PAGEMAP_SCAN` and copied
+            // back, never decommitted.
+            resident_budget: guest.size,
         },
         Scheme::ResetMarked => {
             // Marks make each reset copy only this call's pages, so the
@@ -417,6 +431,7 @@ fn configure_upstream(
         Scheme::FreshPoolingTuned => true,
         Scheme::ResetCopy
         | Scheme::ResetShootdownFree
+        | Scheme::ResetShootdownFreeResident
         | Scheme::ResetMarked
         | Scheme::ResetDecommit => {
             bail!("upstream Wasmtime 48 has no Instance::reset")
@@ -1328,6 +1343,7 @@ fn print_targets(options: &ResetOptions, groups: &[Group]) {
     for scheme in [
         Scheme::ResetCopy,
         Scheme::ResetShootdownFree,
+        Scheme::ResetShootdownFreeResident,
         Scheme::ResetMarked,
     ] {
         for &size in &options.sizes {
