@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The Rust runtime on aarch64 (docs/mmu-interruption.md, "aarch64"): builds
 # the MMU interruption test suite (tests/mmu_interruption.rs, both arming
-# modes) and the spec test runner (tests/spec.rs) for
-# aarch64-unknown-linux-gnu and runs, under qemu-aarch64, the MMU suite and
-# the spec files about traps: out-of-bounds accesses, integer traps, stack
-# exhaustion, indirect-call checks, growth and tail calls (about half a
-# minute; the whole spec suite takes 15 minutes emulated and passed by hand
-# on 2026-12-06, but for the exception-handling files, which are x86_64
+# modes), the spec test runner (tests/spec.rs) and the WASI preview1 tests
+# (crates/wasi/tests/wasi.rs) for aarch64-unknown-linux-gnu and runs, under
+# qemu-aarch64, the MMU suite, the WASI tests and the spec files about
+# traps: out-of-bounds accesses, integer traps, stack exhaustion,
+# indirect-call checks, growth and tail calls (about half a minute; the
+# whole spec suite takes 15 minutes emulated and passed by hand on
+# 2026-12-06, but for the exception-handling files, which are x86_64
 # only).
 #
 # There is no prebuilt aarch64 standard library here, so the build compiles
@@ -57,6 +58,14 @@ executable() {
 }
 exe="$(executable mmu_interruption)"
 spec="$(executable spec)"
+# A second command: `--test wasi` names a target of another package.
+cargo test -Zbuild-std=std,panic_abort,panic_unwind --target aarch64-unknown-linux-gnu \
+    --target-dir target/aarch64-std -p wasmtime-mmu-wasi --test wasi --no-run 2>&1 | tee "$log"
+wasi="$(executable wasi)"
+
+# WASI preview1 in-process: files and preopens, arguments, environment,
+# exit codes, bad guest pointers (about 15 s).
+qemu-aarch64 -L "$sysroot" "$wasi"
 
 # Each name selects the spec files that contain it (one each); the runner
 # exits non-zero when a file fails, and its last line counts files, which
