@@ -268,16 +268,16 @@ fn mmu_interruption_in_pooled_memories() {
     }
 }
 
-/// Poll pages that the pool keeps for the next instance (below a warm
-/// slot's memory base, in front of a memory-less instance's `VMContext`)
-/// must come back readable and working, also after a store was dropped
-/// while armed: its call ended right after a host call that asked for an
+/// Poll pages kept for the next instance (below a warm slot's memory base;
+/// in front of a memory-less instance's `VMContext`, which the engine keeps
+/// with either allocator) must come back readable and working, also after
+/// a store was dropped while armed: its call ended right after a host call that asked for an
 /// interrupt, with no poll left to take the request, so in mprotect mode
 /// its pages were still protected when it dropped. A page reused in that
 /// state would make the next store's first poll fault with nothing armed
 /// (which aborts the process rather than faulting forever).
 #[test]
-fn mmu_poll_pages_kept_by_the_pool_work_for_the_next_store() {
+fn mmu_poll_pages_kept_for_the_next_store_work() {
     let with_memory = r#"(module (import "host" "interrupt" (func $interrupt))
         (memory 1)
         (func (export "ask") (call $interrupt))
@@ -298,12 +298,20 @@ fn mmu_poll_pages_kept_by_the_pool_work_for_the_next_store() {
         MmuInterruptionMode::Mprotect,
         MmuInterruptionMode::PointerSwap,
     ] {
-        for (guest, wat) in [("memory", with_memory), ("no memory", without_memory)] {
-            let mut config = pooling(|p| {
-                p.total_memories(2)
-                    .total_core_instances(2)
-                    .linear_memory_keep_resident(1 << 20);
-            });
+        for (guest, wat, pooled) in [
+            ("memory", with_memory, true),
+            ("no memory", without_memory, true),
+            ("no memory", without_memory, false),
+        ] {
+            let mut config = if pooled {
+                pooling(|p| {
+                    p.total_memories(2)
+                        .total_core_instances(2)
+                        .linear_memory_keep_resident(1 << 20);
+                })
+            } else {
+                Config::new()
+            };
             config.mmu_interruption(true).mmu_interruption_mode(mode);
             let engine = Engine::new(&config).unwrap();
             let module = Module::new(&engine, wat).unwrap();
@@ -316,7 +324,7 @@ fn mmu_poll_pages_kept_by_the_pool_work_for_the_next_store() {
                 .unwrap();
             let pre = linker.instantiate_pre(&module).unwrap();
             for round in 0..8 {
-                let context = format!("{mode:?}, {guest}, round {round}");
+                let context = format!("{mode:?}, {guest}, pooled {pooled}, round {round}");
                 let mut store = Store::new(&engine, None);
                 store.mmu_interrupt_trap();
                 *store.data_mut() = Some(store.mmu_interrupter().unwrap());

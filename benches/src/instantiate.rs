@@ -1,13 +1,13 @@
-//! `bench instantiate`: what MMU interruption adds to a pooled
-//! instantiation, ours and upstream Wasmtime 48 side by side.
+//! `bench instantiate`: what MMU interruption adds to an instantiation,
+//! pooled and on demand, ours and upstream Wasmtime 48 side by side.
 //!
 //! One request is: a new `Store`, an instance from an `InstancePre`, one
-//! call of its `run` export (a short loop), and dropping the store. Every
-//! configuration uses the pooling allocator with the same pool (tuned as in
-//! `bench reset`: the memory kept resident, `pagemap_scan` where the kernel
-//! has it), so the difference between rows is what each kind of
-//! interruption costs to set up and tear down per instance, not the
-//! allocator:
+//! call of its `run` export (a short loop), and dropping the store. Each
+//! table uses one allocator for every row: the pooling allocator with the
+//! same pool in both engines (64 KiB kept resident, `pagemap_scan` where
+//! the kernel has it), or the default on-demand allocator. So the
+//! difference between rows of a table is what each kind of interruption
+//! costs to set up and tear down per instance:
 //!
 //! * ours plain, ours with epochs, ours with MMU polls in each arming mode
 //!   (never armed: only the poll pages' setup and teardown differ);
@@ -113,20 +113,73 @@ trait Requests {
 const SLOTS: u32 = 8;
 const MAX_MEMORY: usize = 1 << 20;
 
+/// What both engines' modules share, written once for each crate's types:
+/// the prepared `InstancePre`, building it from a `Config`, and serving
+/// requests from it.
+macro_rules! requests_for {
+    ($krate:ident) => {
+        pub struct Prepared {
+            pre: $krate::InstancePre<()>,
+            epochs: bool,
+            expected: i32,
+        }
+
+        #[allow(
+            clippy::needless_question_mark,
+            reason = "upstream's error type is not anyhow's and needs the conversion"
+        )]
+        fn finish(
+            config: &$krate::Config,
+            interruption: Interruption,
+            wat: &str,
+            expected: i32,
+        ) -> Result<Prepared> {
+            let engine = $krate::Engine::new(config)?;
+            let module = $krate::Module::new(&engine, wat)?;
+            let pre = $krate::Linker::new(&engine).instantiate_pre(&module)?;
+            Ok(Prepared {
+                pre,
+                epochs: interruption == Interruption::Epochs,
+                expected,
+            })
+        }
+
+        impl Requests for Prepared {
+            fn serve(&mut self, n: u64) -> Result<()> {
+                for _ in 0..n {
+                    let mut store = $krate::Store::new(self.pre.module().engine(), ());
+                    if self.epochs {
+                        store.set_epoch_deadline(1 << 40);
+                    }
+                    let instance = self.pre.instantiate(&mut store)?;
+                    let run = instance.get_typed_func::<(), i32>(&mut store, "run")?;
+                    let got = run.call(&mut store, ())?;
+                    ensure!(
+                        got == self.expected,
+                        "run returned {got}, not {}",
+                        self.expected
+                    );
+                }
+                Ok(())
+            }
+        }
+    };
+}
+
 mod ours {
     use super::*;
     use wasmtime::{
-        Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, MmuInterruptionMode,
-        Module, PoolingAllocationConfig, Store,
+        Config, InstanceAllocationStrategy, MmuInterruptionMode, PoolingAllocationConfig,
     };
 
-    pub struct Prepared {
-        pre: InstancePre<()>,
-        epochs: bool,
-        expected: i32,
-    }
+    requests_for!(wasmtime);
 
-    pub fn prepare(interruption: Interruption, wat: &str, expected: i32) -> Result<Prepared> {
+    pub fn prepare(
+        pooled: bool,
+        interruption: Interruption,
+        wat: &str,
+        expected: i32,
+    ) -> Result<Prepared> {
         let mut config = Config::new();
         let mut pool = PoolingAllocationConfig::new();
         pool.total_core_instances(SLOTS)
@@ -137,7 +190,9 @@ mod ours {
             .linear_memory_keep_resident(64 << 10)
             .table_keep_resident(64 << 10)
             .pagemap_scan(wasmtime::Enabled::Auto);
-        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        if pooled {
+            config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        }
         match interruption {
             Interruption::None => {}
             Interruption::Epochs => {
@@ -152,55 +207,26 @@ mod ours {
                 });
             }
         }
-        let engine = Engine::new(&config)?;
-        let module = Module::new(&engine, wat)?;
-        let pre = Linker::new(&engine).instantiate_pre(&module)?;
-        Ok(Prepared {
-            pre,
-            epochs: interruption == Interruption::Epochs,
-            expected,
-        })
-    }
-
-    impl Requests for Prepared {
-        fn serve(&mut self, n: u64) -> Result<()> {
-            for _ in 0..n {
-                let mut store = Store::new(self.pre.module().engine(), ());
-                if self.epochs {
-                    store.set_epoch_deadline(1 << 40);
-                }
-                let instance = self.pre.instantiate(&mut store)?;
-                let run = instance.get_typed_func::<(), i32>(&mut store, "run")?;
-                let got = run.call(&mut store, ())?;
-                ensure!(
-                    got == self.expected,
-                    "run returned {got}, not {}",
-                    self.expected
-                );
-            }
-            Ok(())
-        }
+        finish(&config, interruption, wat, expected)
     }
 }
 
 mod upstream {
     use super::*;
-    use upstream_wasmtime::{
-        Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module,
-        PoolingAllocationConfig, Store,
-    };
+    use upstream_wasmtime::{Config, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-    pub struct Prepared {
-        pre: InstancePre<()>,
-        epochs: bool,
+    requests_for!(upstream_wasmtime);
+
+    pub fn prepare(
+        pooled: bool,
+        interruption: Interruption,
+        wat: &str,
         expected: i32,
-    }
-
-    #[allow(
-        clippy::needless_question_mark,
-        reason = "upstream's error type is not anyhow's and needs the conversion"
-    )]
-    pub fn prepare(interruption: Interruption, wat: &str, expected: i32) -> Result<Prepared> {
+    ) -> Result<Prepared> {
+        ensure!(
+            matches!(interruption, Interruption::None | Interruption::Epochs),
+            "upstream Wasmtime 48 has no MMU interruption"
+        );
         let mut config = Config::new();
         let mut pool = PoolingAllocationConfig::new();
         pool.total_core_instances(SLOTS)
@@ -213,52 +239,24 @@ mod upstream {
             .linear_memory_keep_resident(64 << 10)
             .table_keep_resident(64 << 10)
             .pagemap_scan(upstream_wasmtime::Enabled::Auto);
-        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        ensure!(
-            matches!(interruption, Interruption::None | Interruption::Epochs),
-            "upstream Wasmtime 48 has no MMU interruption"
-        );
-        config.epoch_interruption(interruption == Interruption::Epochs);
-        let engine = Engine::new(&config)?;
-        let module = Module::new(&engine, wat)?;
-        let pre = Linker::new(&engine).instantiate_pre(&module)?;
-        Ok(Prepared {
-            pre,
-            epochs: interruption == Interruption::Epochs,
-            expected,
-        })
-    }
-
-    impl Requests for Prepared {
-        fn serve(&mut self, n: u64) -> Result<()> {
-            for _ in 0..n {
-                let mut store = Store::new(self.pre.module().engine(), ());
-                if self.epochs {
-                    store.set_epoch_deadline(1 << 40);
-                }
-                let instance = self.pre.instantiate(&mut store)?;
-                let run = instance.get_typed_func::<(), i32>(&mut store, "run")?;
-                let got = run.call(&mut store, ())?;
-                ensure!(
-                    got == self.expected,
-                    "run returned {got}, not {}",
-                    self.expected
-                );
-            }
-            Ok(())
+        if pooled {
+            config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         }
+        config.epoch_interruption(interruption == Interruption::Epochs);
+        finish(&config, interruption, wat, expected)
     }
 }
 
 fn prepare(
+    pooled: bool,
     side: Side,
     interruption: Interruption,
     wat: &str,
     expected: i32,
 ) -> Result<Box<dyn Requests>> {
     Ok(match side {
-        Side::Ours => Box::new(ours::prepare(interruption, wat, expected)?),
-        Side::Upstream => Box::new(upstream::prepare(interruption, wat, expected)?),
+        Side::Ours => Box::new(ours::prepare(pooled, interruption, wat, expected)?),
+        Side::Upstream => Box::new(upstream::prepare(pooled, interruption, wat, expected)?),
     })
 }
 
@@ -283,12 +281,15 @@ pub fn run(options: &Options) -> Result<()> {
     let runs = options.runs(DEFAULT_RUNS);
     println!(
         "# bench instantiate: µs per request (new store, instance from an InstancePre, one \
-         call, drop), pooling allocator, medians of {runs} rounds"
+         call, drop), medians of {runs} rounds"
     );
-    for (guest, wat, expected) in EXPECTED {
+    for ((guest, wat, expected), pooled) in EXPECTED
+        .iter()
+        .flat_map(|guest| [(*guest, true), (*guest, false)])
+    {
         let mut prepared = Vec::new();
         for (side, interruption) in CONFIGS {
-            let mut requests = prepare(side, interruption, wat, expected)?;
+            let mut requests = prepare(pooled, side, interruption, wat, expected)?;
             let batch = calibrate(requests.as_mut())?;
             prepared.push((side, interruption, requests, batch, Vec::new()));
         }
@@ -307,7 +308,12 @@ pub fn run(options: &Options) -> Result<()> {
             .collect();
         let plain = medians[0];
         println!();
-        println!("## guest {guest}");
+        let allocator = if pooled {
+            "pooling allocator"
+        } else {
+            "on-demand allocator"
+        };
+        println!("## guest {guest}, {allocator}");
         println!();
         println!("| configuration | µs per request | − ours plain (µs) | / ours plain |");
         println!("|---|---:|---:|---:|");

@@ -45,7 +45,8 @@
 //! `strace`.
 //!
 //! `instantiate` (see [`instantiate`]) prices what each kind of
-//! interruption adds to a pooled instantiation, with and without a memory.
+//! interruption adds to an instantiation, pooled and on demand, with and
+//! without a memory.
 
 mod artifacts;
 mod component;

@@ -1123,13 +1123,14 @@ impl Config {
     /// before it starts.
     ///
     /// Poll pages also cost something when instances come and go. With the
-    /// default on-demand allocator each linear memory makes its page (two
-    /// system calls more per memory) and an instance of a module without
-    /// memory gets a mapping of its own instead of a heap allocation (four
-    /// system calls over its life). The pooling allocator
-    /// ([`InstanceAllocationStrategy::Pooling`]) keeps both for the next
-    /// instance: measured, polls then add under 0.6 µs to a pooled
-    /// instantiation (`docs/benchmarks.md`, "Pooled instantiation").
+    /// default on-demand allocator each linear memory makes its page and
+    /// unmaps it with the memory: measured, about +25 % on instantiating a
+    /// small module with a memory. An instance of a module without memory
+    /// gets a mapping of its own instead of a heap allocation, which the
+    /// engine keeps for the next one. The pooling allocator
+    /// ([`InstanceAllocationStrategy::Pooling`]) keeps memories' pages too:
+    /// polls then add under 0.6 µs to a pooled instantiation
+    /// (`docs/benchmarks.md`, "Pooled instantiation").
     ///
     /// ## Requirements
     ///

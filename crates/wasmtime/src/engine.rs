@@ -37,6 +37,9 @@ pub(crate) struct EngineInner {
     stacks: vm::fiber::StackPool,
     /// Memory slots and instance limits, with the pooling strategy.
     pool: Option<vm::pooling::Pool>,
+    /// Released `VMContext` mappings of memory-less instances (MMU
+    /// interruption on), kept for the next ones.
+    vmctx_mappings: Arc<vm::instance::VmctxMappings>,
     /// Wasm-to-host trampolines, compiled on first use per function type
     /// and kept for the engine's life.
     host_trampolines: Mutex<HashMap<VMSharedTypeIndex, Arc<CodeMemory>>>,
@@ -117,6 +120,17 @@ impl Engine {
                     .context("failed to create the pooling allocator")?,
             ),
         };
+        let vmctx_mappings = match &config.allocation_strategy {
+            InstanceAllocationStrategy::OnDemand => vm::instance::VmctxMappings::new(
+                ON_DEMAND_VMCTX_MAPPINGS,
+                ON_DEMAND_VMCTX_MAPPING_BYTES,
+            ),
+            // As many as could be live at once; each is at most
+            // `max_core_instance_size` (plus its poll page).
+            InstanceAllocationStrategy::Pooling(pooling) => {
+                vm::instance::VmctxMappings::new(pooling.total_core_instances as usize, usize::MAX)
+            }
+        };
         let fingerprint = fingerprint(config, &compiler);
         Ok(Engine {
             inner: Arc::new(EngineInner {
@@ -127,6 +141,7 @@ impl Engine {
                 epoch: AtomicU64::new(0),
                 stacks,
                 pool,
+                vmctx_mappings: Arc::new(vmctx_mappings),
                 host_trampolines: Mutex::new(HashMap::new()),
                 mmu_stores: MmuStoreRegistry::default(),
                 fingerprint,
@@ -307,6 +322,12 @@ impl Engine {
         self.inner.pool.as_ref()
     }
 
+    /// Where memory-less instances' `VMContext` mappings (MMU
+    /// interruption on) come from and go back to.
+    pub(crate) fn vmctx_mappings(&self) -> &Arc<vm::instance::VmctxMappings> {
+        &self.inner.vmctx_mappings
+    }
+
     pub(crate) fn stack_pool(&self) -> &vm::fiber::StackPool {
         &self.inner.stacks
     }
@@ -347,6 +368,14 @@ impl Engine {
         Ok(code)
     }
 }
+
+/// How many released `VMContext` mappings of memory-less instances an
+/// on-demand engine keeps (MMU interruption on), and how many bytes of
+/// them at most: enough for a server's steady churn of instances on a few
+/// threads to reuse them, while a burst of large ones is not held for the
+/// engine's life.
+const ON_DEMAND_VMCTX_MAPPINGS: usize = 16;
+const ON_DEMAND_VMCTX_MAPPING_BYTES: usize = 1 << 20;
 
 /// Bytes at the top of a fiber stack that stay resident when it returns to
 /// an on-demand engine's pool: enough for ordinary calls never to fault

@@ -655,7 +655,7 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
         store.vm_store_context_ptr(),
         engine.epoch_counter(),
         store.mmu_state(),
-        engine.pool().map(|pool| &pool.vmctx_mappings),
+        engine.vmctx_mappings(),
         id,
     )?;
     instance.pool_lease = pool_lease;

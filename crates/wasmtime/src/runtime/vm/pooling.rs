@@ -149,8 +149,6 @@ pub struct Pool {
     pub tables: Arc<TablePool>,
     /// The memory slots.
     pub memories: Arc<MemoryPool>,
-    /// Free `VMContext` mappings with a poll page in front.
-    pub vmctx_mappings: Arc<VmctxMappings>,
 }
 
 impl Pool {
@@ -218,77 +216,10 @@ impl Pool {
         });
         Ok(Pool {
             instances: Arc::new(Quota::new(limits.total_core_instances, "core instances")),
-            vmctx_mappings: Arc::new(VmctxMappings {
-                free: Mutex::new(Vec::new()),
-                limit: limits.total_core_instances,
-            }),
             tables,
             memories,
             limits,
         })
-    }
-}
-
-/// Free mappings that held the prefix and `VMContext` of an instance of a
-/// module without memory, with its poll page in front (MMU interruption
-/// on; see `vm::instance`), kept for the next such instance instead of
-/// being unmapped.
-///
-/// Making one costs an `mmap`, an `mprotect` and a `madvise`, page faults
-/// for its body, and an `munmap` (with its TLB flush) when dropped; taking
-/// one from here costs zeroing its body. Each free mapping's poll page is a
-/// readable poll page of this engine's arming mode, registered with no
-/// store, and its body is all zeros. At most `total_core_instances` are
-/// kept (as many as could be live at once); past that, released ones are
-/// unmapped.
-#[derive(Debug)]
-pub struct VmctxMappings {
-    free: Mutex<Vec<Mmap>>,
-    limit: usize,
-}
-
-impl VmctxMappings {
-    /// A free mapping of exactly `len` bytes, if one is kept.
-    pub fn take(&self, len: usize) -> Option<Mmap> {
-        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        let at = free.iter().rposition(|m| m.len() == len)?;
-        Some(free.swap_remove(at))
-    }
-
-    /// Keeps `mapping` for a later [`VmctxMappings::take`], or unmaps it if
-    /// enough are kept. Zeroes its body, everything after the first
-    /// `poll_page` bytes (a whole number of `poll_page`-sized pages, each at
-    /// most the size of `vm::memory`'s zero page).
-    ///
-    /// # Safety
-    ///
-    /// `mapping` must be a read-write mapping whose first `poll_page` bytes
-    /// are a readable poll page made for this engine's arming mode and
-    /// registered with no store; nothing may use it any more.
-    pub unsafe fn give_back(&self, mapping: Mmap, poll_page: usize) {
-        // SAFETY: the body lies inside the mapping (after its poll page),
-        // is read-write, and nothing uses it any more, so the writes race
-        // with nothing; no other thread sees the mapping before it is in
-        // the list.
-        let body = unsafe {
-            std::slice::from_raw_parts_mut(
-                mapping.as_ptr().add(poll_page),
-                mapping.len() - poll_page,
-            )
-        };
-        // Lines that are zero already are only read, so a page the
-        // instance never wrote stays unallocated.
-        for page in body.chunks_mut(poll_page) {
-            copy_changed_lines(page, zeros(page.len()));
-        }
-        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        if free.len() < self.limit {
-            free.push(mapping);
-            return;
-        }
-        // Unmapped after the lock is released.
-        drop(free);
-        drop(mapping);
     }
 }
 
@@ -695,68 +626,5 @@ impl TableSlot {
             // Never reuse a slot that may still hold a table's elements.
             Err(e) => log::error!("leaking a pooled table slot that could not be cleaned: {e:#}"),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A mapping shaped like a memory-less instance's: a page in front (left
-    /// read-write here; `give_back` never touches it) and a body.
-    fn mapping(body_pages: usize) -> Mmap {
-        Mmap::read_write((1 + body_pages) * host_page_size()).unwrap()
-    }
-
-    #[test]
-    fn vmctx_mappings_come_back_zeroed_and_by_length() {
-        let page = host_page_size();
-        let kept = VmctxMappings {
-            free: Mutex::new(Vec::new()),
-            limit: 2,
-        };
-        assert!(kept.take(2 * page).is_none(), "nothing kept yet");
-        let one = mapping(1);
-        let three = mapping(3);
-        let one_at = one.as_ptr();
-        // SAFETY: our own read-write mappings; the writes stay inside them.
-        unsafe {
-            one.as_ptr().add(page + 17).write(0xaa);
-            three.as_ptr().add(page).write(1);
-            three.as_ptr().add(4 * page - 1).write(2);
-            // The page in front is not part of the body: left alone.
-            three.as_ptr().write(3);
-        }
-        // SAFETY: both are read-write mappings nothing else uses; the page
-        // in front stands for a poll page (only its length matters here).
-        unsafe {
-            kept.give_back(one, page);
-            kept.give_back(three, page);
-        }
-        // A third is past the limit: unmapped, not kept.
-        // SAFETY: as above.
-        unsafe { kept.give_back(mapping(1), page) };
-        assert_eq!(kept.free.lock().unwrap().len(), 2);
-
-        assert!(kept.take(3 * page).is_none(), "no mapping of that length");
-        let again = kept.take(2 * page).expect("the one-page mapping is kept");
-        assert_eq!(again.as_ptr(), one_at, "the same mapping comes back");
-        let big = kept.take(4 * page).expect("the three-page mapping is kept");
-        // SAFETY: reading our own readable mappings.
-        let (body, front) = unsafe {
-            (
-                std::slice::from_raw_parts(big.as_ptr().add(page), 3 * page),
-                big.as_ptr().read(),
-            )
-        };
-        assert!(body.iter().all(|&b| b == 0), "the body comes back zeroed");
-        assert_eq!(front, 3, "the page in front is not the body's");
-        // SAFETY: as above.
-        let small = unsafe { std::slice::from_raw_parts(again.as_ptr().add(page), page) };
-        assert!(small.iter().all(|&b| b == 0));
-        assert!(
-            kept.take(2 * page).is_none(),
-            "each mapping is handed out once"
-        );
     }
 }
