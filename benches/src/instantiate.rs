@@ -114,10 +114,33 @@ const SLOTS: u32 = 8;
 const MAX_MEMORY: usize = 1 << 20;
 
 /// What both engines' modules share, written once for each crate's types:
-/// the prepared `InstancePre`, building it from a `Config`, and serving
-/// requests from it.
+/// the pool, the prepared `InstancePre`, building it from a `Config`, and
+/// serving requests from it.
 macro_rules! requests_for {
     ($krate:ident) => {
+        /// With `pooled`, the pool both engines get (plus the crate's own
+        /// `extra` settings); otherwise the on-demand default stays.
+        fn allocation(
+            config: &mut $krate::Config,
+            pooled: bool,
+            extra: impl FnOnce(&mut $krate::PoolingAllocationConfig),
+        ) {
+            if !pooled {
+                return;
+            }
+            let mut pool = $krate::PoolingAllocationConfig::new();
+            pool.total_core_instances(SLOTS)
+                .total_memories(SLOTS)
+                .total_tables(SLOTS)
+                .total_stacks(SLOTS)
+                .max_memory_size(MAX_MEMORY)
+                .linear_memory_keep_resident(64 << 10)
+                .table_keep_resident(64 << 10)
+                .pagemap_scan($krate::Enabled::Auto);
+            extra(&mut pool);
+            config.allocation_strategy($krate::InstanceAllocationStrategy::Pooling(pool));
+        }
+
         pub struct Prepared {
             pre: $krate::InstancePre<()>,
             epochs: bool,
@@ -168,9 +191,7 @@ macro_rules! requests_for {
 
 mod ours {
     use super::*;
-    use wasmtime::{
-        Config, InstanceAllocationStrategy, MmuInterruptionMode, PoolingAllocationConfig,
-    };
+    use wasmtime::{Config, MmuInterruptionMode};
 
     requests_for!(wasmtime);
 
@@ -181,18 +202,7 @@ mod ours {
         expected: i32,
     ) -> Result<Prepared> {
         let mut config = Config::new();
-        let mut pool = PoolingAllocationConfig::new();
-        pool.total_core_instances(SLOTS)
-            .total_memories(SLOTS)
-            .total_tables(SLOTS)
-            .total_stacks(SLOTS)
-            .max_memory_size(MAX_MEMORY)
-            .linear_memory_keep_resident(64 << 10)
-            .table_keep_resident(64 << 10)
-            .pagemap_scan(wasmtime::Enabled::Auto);
-        if pooled {
-            config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        }
+        allocation(&mut config, pooled, |_| {});
         match interruption {
             Interruption::None => {}
             Interruption::Epochs => {
@@ -213,7 +223,7 @@ mod ours {
 
 mod upstream {
     use super::*;
-    use upstream_wasmtime::{Config, InstanceAllocationStrategy, PoolingAllocationConfig};
+    use upstream_wasmtime::Config;
 
     requests_for!(upstream_wasmtime);
 
@@ -228,20 +238,9 @@ mod upstream {
             "upstream Wasmtime 48 has no MMU interruption"
         );
         let mut config = Config::new();
-        let mut pool = PoolingAllocationConfig::new();
-        pool.total_core_instances(SLOTS)
-            .total_memories(SLOTS)
-            .total_tables(SLOTS)
-            .total_stacks(SLOTS)
-            .total_component_instances(0)
-            .total_gc_heaps(0)
-            .max_memory_size(MAX_MEMORY)
-            .linear_memory_keep_resident(64 << 10)
-            .table_keep_resident(64 << 10)
-            .pagemap_scan(upstream_wasmtime::Enabled::Auto);
-        if pooled {
-            config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        }
+        allocation(&mut config, pooled, |pool| {
+            pool.total_component_instances(0).total_gc_heaps(0);
+        });
         config.epoch_interruption(interruption == Interruption::Epochs);
         finish(&config, interruption, wat, expected)
     }
