@@ -675,4 +675,57 @@ mod tests {
         assert!(list.take(3 * page).is_some());
         assert_eq!(kept(&list), (1, 2 * page));
     }
+
+    /// The engine's list at work: a memory-less instance's mapping goes
+    /// back to it when its store drops and is what the next instance gets,
+    /// with either allocator.
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    #[test]
+    fn memoryless_instances_reuse_the_engines_vmctx_mappings() {
+        use crate::{
+            Config, Engine, Instance, InstanceAllocationStrategy, Module, PoolingAllocationConfig,
+            Store,
+        };
+        let kept = |engine: &Engine| engine.vmctx_mappings().lock().mappings.len();
+        for pooled in [false, true] {
+            let mut config = Config::new();
+            config.mmu_interruption(true);
+            if pooled {
+                let mut pool = PoolingAllocationConfig::new();
+                pool.total_core_instances(4)
+                    .total_memories(1)
+                    .total_tables(1)
+                    .total_stacks(1);
+                config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+            }
+            let engine = Engine::new(&config).unwrap();
+            let module = Module::new(&engine, r#"(module (func (export "f")))"#).unwrap();
+            let instantiate = || {
+                let mut store = Store::new(&engine, ());
+                let instance = Instance::new(&mut store, &module, &[]).unwrap();
+                let f = instance.get_typed_func::<(), ()>(&mut store, "f").unwrap();
+                f.call(&mut store, ()).unwrap();
+                store
+            };
+            assert_eq!(kept(&engine), 0, "pooled {pooled}");
+            drop(instantiate());
+            assert_eq!(
+                kept(&engine),
+                1,
+                "pooled {pooled}: the dropped store's is kept"
+            );
+            let second = instantiate();
+            assert_eq!(
+                kept(&engine),
+                0,
+                "pooled {pooled}: the next instance took it"
+            );
+            let third = instantiate();
+            drop((second, third));
+            assert_eq!(kept(&engine), 2, "pooled {pooled}: both are kept");
+        }
+    }
 }
