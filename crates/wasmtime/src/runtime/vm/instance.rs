@@ -104,9 +104,11 @@ impl Allocation {
             }
         };
         // SAFETY: the page is the start of our own mapping, page-aligned,
-        // readable and holding no data; the mapping lives in the returned
-        // value, whose drop removes the page before unmapping it. Instances
-        // are created by the store's thread in host code.
+        // readable and holding no data (a kept one's pointer-swap slot is a
+        // stale target, which `add_page` overwrites before any poll can
+        // read it); the mapping lives in the returned value, whose drop
+        // removes the page before unmapping it or giving it back.
+        // Instances are created by the store's thread in host code.
         unsafe { state.add_page(mapping.as_ptr() as usize) };
         Ok(Allocation::WithPollPage {
             mapping,

@@ -331,11 +331,14 @@ impl Memory {
 
     fn register_poll_page(&self) {
         if let Some((mmu, page)) = self.poll_page() {
-            // SAFETY: `map_memory` made this page (the last of the leading
+            // SAFETY: `map_memory` (or the pool, for a slot taken with
+            // its page kept) made this page (the last of the leading
             // guard, page-aligned because the base is) readable, and it
-            // holds no data; it stays mapped until `unregister_poll_page`,
-            // which runs before the mapping is replaced or dropped. We run
-            // on the store's thread in host code (constructor contract).
+            // holds no data (a kept pointer-swap page's slot is a stale
+            // target, which `add_page` overwrites); it stays mapped until
+            // `unregister_poll_page`, which runs before the mapping is
+            // replaced or dropped. We run on the store's thread in host
+            // code (constructor contract).
             unsafe { mmu.add_page(page) };
         }
     }
