@@ -1360,6 +1360,19 @@ fn timeout_trap_backtrace_names_inner_then_outer() -> Result<()> {
     Ok(())
 }
 
+/// The byte range of function body number `body`.
+fn body_range(wasm: &[u8], body: usize) -> std::ops::Range<usize> {
+    use wasmtime::wasmparser::{Parser, Payload};
+    Parser::new(0)
+        .parse_all(wasm)
+        .filter_map(|p| match p.unwrap() {
+            Payload::CodeSectionEntry(b) => Some(b.range()),
+            _ => None,
+        })
+        .nth(body)
+        .unwrap_or_else(|| panic!("no function body {body}"))
+}
+
 #[test]
 fn callback_backtrace_matches_the_trap() -> Result<()> {
     let engine = engine();
@@ -1367,19 +1380,27 @@ fn callback_backtrace_matches_the_trap() -> Result<()> {
     let inner_loop = loop_offsets(&wasm, 1)[0];
     let outer_call = call_offsets(&wasm, 0)[0];
     let module = Module::new(&engine, &wasm)?;
-    // Each callback records the interrupted backtrace; the first few
-    // continue, then one stops the call.
-    let mut store = Store::new(&engine, Vec::<Vec<(u32, Option<usize>)>>::new());
-    store.mmu_interrupt_callback(|mut cx| {
-        let frames = cx
+    // Each callback records the interrupted backtrace; the first few in the
+    // loop continue, then one stops the call. A tick can also land at the
+    // entry poll of `outer` or `inner` when the thread is slow to get from
+    // the call to the loop (a loaded machine): those backtraces are kept
+    // apart and checked below, not counted.
+    type Frames = Vec<(u32, Option<usize>)>;
+    let mut store = Store::new(&engine, (Vec::<Frames>::new(), Vec::<Frames>::new()));
+    store.mmu_interrupt_callback(move |mut cx| {
+        let frames: Frames = cx
             .backtrace()
             .frames()
             .iter()
             .map(|f| (f.func_index(), f.module_offset()))
             .collect();
-        let seen = cx.data_mut();
-        seen.push(frames);
-        Ok(if seen.len() < 5 {
+        let (in_loop, early) = cx.data_mut();
+        if frames.first() != Some(&(1, Some(inner_loop))) {
+            early.push(frames);
+            return Ok(MmuInterruptDecision::Continue);
+        }
+        in_loop.push(frames);
+        Ok(if in_loop.len() < 5 {
             MmuInterruptDecision::Continue
         } else {
             MmuInterruptDecision::Interrupt
@@ -1394,10 +1415,24 @@ fn callback_backtrace_matches_the_trap() -> Result<()> {
     let expected = vec![(1, Some(inner_loop)), (0, Some(outer_call))];
     let trap_frames: Vec<_> = frames_of(&err).into_iter().map(|f| (f.0, f.1)).collect();
     assert_eq!(trap_frames, expected);
-    let seen = store.data();
-    assert_eq!(seen.len(), 5);
-    for (k, frames) in seen.iter().enumerate() {
+    let (in_loop, early) = store.data();
+    assert_eq!(in_loop.len(), 5);
+    for (k, frames) in in_loop.iter().enumerate() {
         assert_eq!(frames, &expected, "callback {k} saw another backtrace");
+    }
+    // An early tick stops at an entry poll: in `outer`'s body before its
+    // call, or in `inner`'s before its loop, called from `outer`'s call.
+    let (outer_body, inner_body) = (body_range(&wasm, 0), body_range(&wasm, 1));
+    assert!(early.len() <= 2, "more early callbacks than entry polls: {early:?}");
+    for frames in early {
+        let entry_poll = match frames.as_slice() {
+            [(0, Some(at))] => outer_body.contains(at) && *at < outer_call,
+            [(1, Some(at)), (0, Some(call))] => {
+                inner_body.contains(at) && *at < inner_loop && *call == outer_call
+            }
+            _ => false,
+        };
+        assert!(entry_poll, "a callback outside the loop saw {frames:?}");
     }
     Ok(())
 }
@@ -2846,17 +2881,7 @@ fn poll_before_a_bulk_operation() -> Result<()> {
 fn poll_at_function_entry() -> Result<()> {
     let engine = engine();
     let wasm = wat::parse_str(KICK_WAT)?;
-    let leaf_range = {
-        use wasmtime::wasmparser::{Parser, Payload};
-        Parser::new(0)
-            .parse_all(&wasm)
-            .filter_map(|p| match p.unwrap() {
-                Payload::CodeSectionEntry(b) => Some(b.range()),
-                _ => None,
-            })
-            .nth(3)
-            .unwrap()
-    };
+    let leaf_range = body_range(&wasm, 3);
     let (mut store, instance) = kick_setup(&engine)?;
     let mem = instance.get_memory(&mut store, "mem").unwrap();
     let enter = instance.get_typed_func::<(), i32>(&mut store, "enter")?;
