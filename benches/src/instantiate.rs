@@ -114,50 +114,46 @@ const SLOTS: u32 = 8;
 const MAX_MEMORY: usize = 1 << 20;
 
 /// What both engines' modules share, written once for each crate's types:
-/// the pool, the prepared `InstancePre`, building it from a `Config`, and
-/// serving requests from it.
+/// the configuration (the pool, plus the crate's own `$extra` pool settings
+/// and its `interrupt_with`), the prepared `InstancePre`, and serving
+/// requests from it.
 macro_rules! requests_for {
-    ($krate:ident) => {
-        /// With `pooled`, the pool both engines get (plus the crate's own
-        /// `extra` settings); otherwise the on-demand default stays.
-        fn allocation(
-            config: &mut $krate::Config,
-            pooled: bool,
-            extra: impl FnOnce(&mut $krate::PoolingAllocationConfig),
-        ) {
-            if !pooled {
-                return;
-            }
-            let mut pool = $krate::PoolingAllocationConfig::new();
-            pool.total_core_instances(SLOTS)
-                .total_memories(SLOTS)
-                .total_tables(SLOTS)
-                .total_stacks(SLOTS)
-                .max_memory_size(MAX_MEMORY)
-                .linear_memory_keep_resident(64 << 10)
-                .table_keep_resident(64 << 10)
-                .pagemap_scan($krate::Enabled::Auto);
-            extra(&mut pool);
-            config.allocation_strategy($krate::InstanceAllocationStrategy::Pooling(pool));
-        }
-
+    ($krate:ident, $extra:expr) => {
         pub struct Prepared {
             pre: $krate::InstancePre<()>,
             epochs: bool,
             expected: i32,
         }
 
+        /// With `pooled`, the pool both engines get; otherwise the
+        /// on-demand default.
         #[allow(
             clippy::needless_question_mark,
             reason = "upstream's error type is not anyhow's and needs the conversion"
         )]
-        fn finish(
-            config: &$krate::Config,
+        pub fn prepare(
+            pooled: bool,
             interruption: Interruption,
             wat: &str,
             expected: i32,
         ) -> Result<Prepared> {
-            let engine = $krate::Engine::new(config)?;
+            let mut config = $krate::Config::new();
+            if pooled {
+                let mut pool = $krate::PoolingAllocationConfig::new();
+                pool.total_core_instances(SLOTS)
+                    .total_memories(SLOTS)
+                    .total_tables(SLOTS)
+                    .total_stacks(SLOTS)
+                    .max_memory_size(MAX_MEMORY)
+                    .linear_memory_keep_resident(64 << 10)
+                    .table_keep_resident(64 << 10)
+                    .pagemap_scan($krate::Enabled::Auto);
+                let extra: fn(&mut $krate::PoolingAllocationConfig) = $extra;
+                extra(&mut pool);
+                config.allocation_strategy($krate::InstanceAllocationStrategy::Pooling(pool));
+            }
+            interrupt_with(&mut config, interruption)?;
+            let engine = $krate::Engine::new(&config)?;
             let module = $krate::Module::new(&engine, wat)?;
             let pre = $krate::Linker::new(&engine).instantiate_pre(&module)?;
             Ok(Prepared {
@@ -193,16 +189,9 @@ mod ours {
     use super::*;
     use wasmtime::{Config, MmuInterruptionMode};
 
-    requests_for!(wasmtime);
+    requests_for!(wasmtime, |_| {});
 
-    pub fn prepare(
-        pooled: bool,
-        interruption: Interruption,
-        wat: &str,
-        expected: i32,
-    ) -> Result<Prepared> {
-        let mut config = Config::new();
-        allocation(&mut config, pooled, |_| {});
+    fn interrupt_with(config: &mut Config, interruption: Interruption) -> Result<()> {
         match interruption {
             Interruption::None => {}
             Interruption::Epochs => {
@@ -217,7 +206,7 @@ mod ours {
                 });
             }
         }
-        finish(&config, interruption, wat, expected)
+        Ok(())
     }
 }
 
@@ -225,24 +214,19 @@ mod upstream {
     use super::*;
     use upstream_wasmtime::Config;
 
-    requests_for!(upstream_wasmtime);
+    // Upstream's pool also reserves component instances and GC heaps,
+    // which these guests do not use.
+    requests_for!(upstream_wasmtime, |pool| {
+        pool.total_component_instances(0).total_gc_heaps(0);
+    });
 
-    pub fn prepare(
-        pooled: bool,
-        interruption: Interruption,
-        wat: &str,
-        expected: i32,
-    ) -> Result<Prepared> {
+    fn interrupt_with(config: &mut Config, interruption: Interruption) -> Result<()> {
         ensure!(
             matches!(interruption, Interruption::None | Interruption::Epochs),
             "upstream Wasmtime 48 has no MMU interruption"
         );
-        let mut config = Config::new();
-        allocation(&mut config, pooled, |pool| {
-            pool.total_component_instances(0).total_gc_heaps(0);
-        });
         config.epoch_interruption(interruption == Interruption::Epochs);
-        finish(&config, interruption, wat, expected)
+        Ok(())
     }
 }
 

@@ -265,11 +265,10 @@ impl Memory {
                         }
                     }
                     // A warm slot of this module still has its readable
-                    // poll page: the pool belongs to one engine, so the
-                    // page was made for this arming mode.
-                    let poll_page_ready = taken.ready.is_some() && taken.poll_page;
-                    if plan.mmu_poll_page {
-                        if !poll_page_ready {
+                    // poll page (`taken.poll_page`): the pool belongs to one
+                    // engine, so the page was made for this arming mode.
+                    match (plan.mmu_poll_page, taken.poll_page) {
+                        (true, false) => {
                             let mode = poll_mode
                                 .context("a memory with an MMU poll page needs its store's mode")?;
                             taken
@@ -277,12 +276,12 @@ impl Memory {
                                 .make_poll_page(base - MMU_POLL_PAGE_SIZE, MMU_POLL_PAGE_SIZE, mode)
                                 .context("failed to map a linear memory's MMU poll page")?;
                         }
-                    } else if taken.poll_page {
-                        taken.view.protect(
+                        (false, true) => taken.view.protect(
                             base - MMU_POLL_PAGE_SIZE,
                             MMU_POLL_PAGE_SIZE,
                             libc::PROT_NONE,
-                        )?;
+                        )?,
+                        (true, true) | (false, false) => {}
                     }
                 }
                 (taken.view, Some(taken.lease), reservation)

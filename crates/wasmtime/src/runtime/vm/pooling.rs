@@ -274,7 +274,8 @@ pub struct TakenSlot {
     /// the base are already read-write (holding the image and zeros).
     pub ready: Option<usize>,
     /// Whether the page below the base is still a readable poll page from
-    /// the previous user (only meaningful when `ready` is `Some`).
+    /// the previous user (never when `ready` is `None`: a slot that is not
+    /// warm for this image holds no page).
     pub poll_page: bool,
     /// Given back to the pool when dropped.
     pub lease: SlotLease,
