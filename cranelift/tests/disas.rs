@@ -137,8 +137,9 @@ enum Scheme {
 }
 
 /// Where our engine's slot lies relative to the vmctx
-/// (`VMCTX_MMU_POLL_SLOT_OFFSET`: the last 8 bytes of the page below it).
-const ENGINE_SLOT_OFFSET: i32 = ENGINE_PAGE_OFFSET + 4096 - 8;
+/// (`VMCTX_MMU_POLL_SLOT_OFFSET`: the second word of the 16 bytes the
+/// runtime keeps before it).
+const ENGINE_SLOT_OFFSET: i32 = -8;
 
 /// Where a linear memory's slot lies relative to its base
 /// (`HEAP_MMU_POLL_SLOT_OFFSET`).

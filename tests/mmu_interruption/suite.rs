@@ -3192,7 +3192,8 @@ fn cancel_while_suspended_in_a_nested_async_call() -> Result<()> {
 // ---------------------------------------------------------------------------
 
 /// Polls of a module without memory address the page below each instance's
-/// `VMContext`, so a store with several such instances has several pages. An
+/// `VMContext` (mprotect mode) or the slot in its prefix (pointer swap), so
+/// a store with several such instances has several pages or slots. An
 /// interrupt must stop whichever instance is spinning, including one reached
 /// through another instance's import, and including the last one created.
 #[test]
@@ -3254,6 +3255,14 @@ fn instance_created_while_armed_starts_armed() -> Result<()> {
 #[test]
 fn memory_created_while_armed_starts_armed() -> Result<()> {
     created_while_armed_starts_armed(MEM_SPIN_WAT)
+}
+
+/// As above for a module with a memory whose spinner touches none, so that
+/// in pointer-swap mode it polls its instance's own slot (in mprotect mode,
+/// the page below memory 0's base).
+#[test]
+fn memory_free_code_created_while_armed_starts_armed() -> Result<()> {
+    created_while_armed_starts_armed(MEMORY_FREE_SPIN_WAT)
 }
 
 /// A host function arms the store, then instantiates `spinner_wat` (which
@@ -3333,6 +3342,20 @@ const MEM_SPIN_WAT: &str = r#"
     (call $spin)))
 "#;
 
+/// A module with a memory whose spinner never touches it: its polls read
+/// through memory 0's base in mprotect mode and through the instance's own
+/// slot in pointer-swap mode (`ModuleInfo::mmu_poll_memory`).
+const MEMORY_FREE_SPIN_WAT: &str = r#"
+(module
+  (memory (export "mem") 1)
+  (func (export "spin") (result i32)
+    (local $i i32)
+    (loop $l
+      (br_if $l (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 1)))
+                          (i32.const 0x7fffffff))))
+    (local.get $i)))
+"#;
+
 /// The same spinner on an imported memory.
 const IMPORTED_MEM_SPIN_WAT: &str = r#"
 (module
@@ -3365,7 +3388,9 @@ fn spin_is_interrupted<T>(
 /// Code of a module with memory polls below a memory's base: the page must
 /// be armed for a defined memory, after the memory moved (its new page),
 /// for a memory imported from another instance and for one the host
-/// created; instances with a memory have no page of their own.
+/// created. In mprotect mode instances with a memory have no page of their
+/// own; in pointer-swap mode every instance has a slot besides its
+/// memories' (for its functions that touch no memory).
 #[test]
 fn polls_through_a_memory_base_are_interruptible() -> Result<()> {
     let mut config = config();
@@ -3380,12 +3405,17 @@ fn polls_through_a_memory_base_are_interruptible() -> Result<()> {
     let mut store = Store::new(&engine, ());
 
     let instance = Instance::new(&mut store, &definer, &[])?;
-    // The memory's page is the instance's only one: its polls all read
-    // there, so its `VMContext` has none.
+    // In mprotect mode the memory's page is the instance's only one: its
+    // polls all read there, so its `VMContext` has none. In pointer-swap
+    // mode the memory's slot and the instance's own.
     let pages =
         |store: &Store<()>| -> Result<String> { Ok(format!("{:?}", store.mmu_interrupter()?)) };
+    let armed_targets = |instances: usize| match MODE {
+        MmuInterruptionMode::Mprotect => "poll_pages: 1,".to_string(),
+        MmuInterruptionMode::PointerSwap => format!("poll_slots: {},", 1 + instances),
+    };
     assert!(
-        pages(&store)?.contains("poll_pages: 1,"),
+        pages(&store)?.contains(&armed_targets(1)),
         "{}",
         pages(&store)?
     );
@@ -3406,7 +3436,7 @@ fn polls_through_a_memory_base_are_interruptible() -> Result<()> {
 
     let imported = Instance::new(&mut store, &importer, &[mem.into()])?;
     assert!(
-        pages(&store)?.contains("poll_pages: 1,"),
+        pages(&store)?.contains(&armed_targets(2)),
         "{}",
         pages(&store)?
     );
@@ -3419,6 +3449,14 @@ fn polls_through_a_memory_base_are_interruptible() -> Result<()> {
     let imported = Instance::new(&mut store, &importer, &[host_memory.into()])?;
     let spin = imported.get_typed_func::<(), i32>(&mut store, "spin")?;
     spin_is_interrupted(&mut store, "memory created by the host", |s| {
+        spin.call(s, ())
+    })?;
+
+    // A function of a module with memory that touches none.
+    let memory_free = Module::new(&engine, MEMORY_FREE_SPIN_WAT)?;
+    let instance = Instance::new(&mut store, &memory_free, &[])?;
+    let spin = instance.get_typed_func::<(), i32>(&mut store, "spin")?;
+    spin_is_interrupted(&mut store, "code that touches no memory", |s| {
         spin.call(s, ())
     })?;
     Ok(())

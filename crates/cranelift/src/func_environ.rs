@@ -894,7 +894,7 @@ impl FuncTranslator<'_, '_> {
     /// `body` is the function's code after its locals, read once more here
     /// to choose the polls' page.
     ///
-    /// Every poll page sits at a constant offset from a value compiled code
+    /// Every poll reads at a constant offset from a value compiled code
     /// has anyway (`ModuleInfo::mmu_poll_memory` says which). A function
     /// that loads or stores linear memory polls below the base of the
     /// memory it touches first, which it keeps in a register (or reloads)
@@ -904,21 +904,24 @@ impl FuncTranslator<'_, '_> {
     /// Sightglass programs ran 3.7 % more instructions with polls through
     /// `vmctx`, 2.5 % with polls through the heap base, and two mixed rules
     /// (entry polls, or loops without memory accesses, through `vmctx`)
-    /// came out in between. A function of such a module that touches no
-    /// memory polls below memory 0's base too, at the price of loading the
-    /// base, so that its instances need no poll page of their own and an
-    /// interrupt protects one page instead of two (docs/mmu-interruption.md).
+    /// came out in between. A function that touches no memory has no base
+    /// at hand: in mprotect mode it loads memory 0's (one page fewer to
+    /// protect per arming), in pointer-swap mode it reloads the slot in its
+    /// `vmctx` prefix (docs/mmu-interruption.md).
     pub(crate) fn function_entry(&mut self, body: &wasmparser::BinaryReader<'_>) {
         if self.cx.tunables.mmu_interruption {
-            // Which memory a function touches first matters only when there
-            // is a choice; otherwise the body is not read twice.
+            // Which memory a function touches first matters when there is
+            // a choice of memories, or (pointer swap) whether it touches
+            // one at all; otherwise the body is not read twice.
             let memories = self.cx.module.memories.len();
-            let first = if memories > 1 {
-                first_memory_accessed(body, memories)
-            } else {
-                None
-            };
-            let (base, page_offset) = match self.cx.module.mmu_poll_memory(first) {
+            let mode = self.cx.tunables.mmu_interruption_mode;
+            let first =
+                if memories > 1 || (memories == 1 && mode == MmuInterruptionMode::PointerSwap) {
+                    first_memory_accessed(body, memories)
+                } else {
+                    None
+                };
+            let (base, page_offset) = match self.cx.module.mmu_poll_memory(first, mode) {
                 Some(index) => (PollBase::Heap(index), HEAP_MMU_POLL_PAGE_OFFSET),
                 None => (PollBase::Vmctx, VMCTX_MMU_POLL_PAGE_OFFSET),
             };
@@ -1172,9 +1175,8 @@ impl FuncTranslator<'_, '_> {
                 );
             }
             MmuInterruptionMode::PointerSwap => {
-                // The slot sits at the top of the same page the mprotect
-                // mode reads, a small negative offset that every target
-                // encodes in the load.
+                // Both slots lie a small negative offset from their base,
+                // which every target encodes in the load.
                 let slot_offset = match poll_base {
                     PollBase::Vmctx => VMCTX_MMU_POLL_SLOT_OFFSET,
                     PollBase::Heap(_) => HEAP_MMU_POLL_SLOT_OFFSET,

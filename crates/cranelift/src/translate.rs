@@ -178,13 +178,16 @@ pub(crate) struct MmuPollState {
     pub sites: wasmtime_mmu_dead_load::PollSites,
 }
 
-/// Which poll page a function's polls read (see `function_entry` in
+/// What a function's polls read through (see `function_entry` in
 /// `func_environ.rs`).
 #[derive(Clone, Copy)]
 pub(crate) enum PollBase {
-    /// The instance's page, at `VMCTX_MMU_POLL_PAGE_OFFSET` from `vmctx`.
+    /// `vmctx`: the instance's page at `VMCTX_MMU_POLL_PAGE_OFFSET`
+    /// (mprotect mode), or its slot at `VMCTX_MMU_POLL_SLOT_OFFSET`
+    /// (pointer swap).
     Vmctx,
-    /// The page below this memory's base, at `HEAP_MMU_POLL_PAGE_OFFSET`.
+    /// This memory's base: the page below it, at `HEAP_MMU_POLL_PAGE_OFFSET`,
+    /// whose last word is the slot in pointer-swap mode.
     Heap(MemoryIndex),
 }
 

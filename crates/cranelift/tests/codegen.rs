@@ -398,10 +398,11 @@ fn poll_bases(disasm: &str, page_end: i32, n: i32) -> Vec<String> {
         .collect()
 }
 
-/// In a module with memory every poll reads through a memory's base (the
-/// page right below it): the base of the memory a function loads or stores
-/// first, the register its accesses use, or memory 0's in a function that
-/// touches none. Only a module without memory polls through `vmctx`.
+/// In a module with memory a function that loads or stores memory polls
+/// through the base of the memory it touches first (the page right below
+/// it), the register its accesses use. One that touches none polls through
+/// memory 0's base in mprotect mode, through its `vmctx` slot in
+/// pointer-swap mode. A module without memory polls through `vmctx`.
 #[test]
 fn mmu_polls_read_through_the_accessed_memory_base() {
     use wasmtime_mmu_environ::vm::{HEAP_MMU_POLL_PAGE_OFFSET, VMCTX_MMU_POLL_PAGE_OFFSET};
@@ -467,6 +468,31 @@ fn mmu_polls_read_through_the_accessed_memory_base() {
         "memories 0 and 1 poll the same page"
     );
     assert_eq!(base_loads[1], base_loads[3], "{base_loads:?}");
+
+    // Pointer swap: the function that touches no memory reloads its
+    // instance's slot, one load from `vmctx`, and never loads a memory's
+    // base; the others reload the slot below the base they use.
+    let swap = Tunables {
+        mmu_interruption_mode: wasmtime_mmu_environ::MmuInterruptionMode::PointerSwap,
+        ..tunables
+    };
+    let vmctx_slot = format!(
+        "movq {}(%rdi), %",
+        wasmtime_mmu_environ::vm::VMCTX_MMU_POLL_SLOT_OFFSET
+    );
+    for (func, polls) in [(0, 2), (1, 2), (2, 2), (3, 3)] {
+        let c = clif(POLL_BASES, func, &swap);
+        let what = format!("function {func}, pointer swap:\n{}", c.disasm);
+        let slot_reloads = c.disasm.lines().filter(|l| l.contains(&vmctx_slot)).count();
+        let base_loaded = c.disasm.contains(&base_loads[func as usize]);
+        if func == 0 {
+            assert_eq!(slot_reloads, polls, "{what}");
+            assert!(!base_loaded, "{what}");
+        } else {
+            assert_eq!(slot_reloads, 0, "{what}");
+            assert!(base_loaded, "{what}");
+        }
+    }
 }
 
 #[test]

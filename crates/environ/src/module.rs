@@ -7,6 +7,7 @@
 //! operator while it translates, so validation runs in parallel with
 //! compilation, one function per task.
 
+use crate::MmuInterruptionMode;
 use crate::types::*;
 use anyhow::{Context, Result, anyhow, bail};
 use cranelift_entity::{EntityRef, PrimaryMap};
@@ -279,26 +280,45 @@ defined_index_conversions! {
 }
 
 impl ModuleInfo {
-    /// Where this module's MMU polls read (`Tunables::mmu_interruption`):
-    /// `None`, below its instance's `vmctx` (`vm::VMCTX_MMU_POLL_PAGE_OFFSET`),
-    /// for a module without linear memory, whose instances then need a
-    /// poll page of their own; otherwise below the base of a memory
-    /// (`vm::HEAP_MMU_POLL_PAGE_OFFSET`): the one a function loads or stores
-    /// first, memory 0 in a function that touches none. An instance with a
-    /// memory thus needs no page besides its memories', and arming its
-    /// store protects one page per memory.
-    pub fn mmu_poll_memory(&self, first_accessed: Option<MemoryIndex>) -> Option<MemoryIndex> {
-        if self.mmu_polls_through_vmctx() {
+    /// Where a function of this module polls (`Tunables::mmu_interruption`),
+    /// given the memory it loads or stores first (`None`: it touches none).
+    ///
+    /// `Some(memory)`: below that memory's base, in the page at
+    /// `vm::HEAP_MMU_POLL_PAGE_OFFSET` (a function that accesses memory keeps
+    /// the base in a register anyway). `None`: through the instance's
+    /// `vmctx`, at `vm::VMCTX_MMU_POLL_PAGE_OFFSET` (mprotect mode) or through
+    /// the slot at `vm::VMCTX_MMU_POLL_SLOT_OFFSET` (pointer swap).
+    ///
+    /// The modes differ for a function that touches no memory in a module
+    /// with one. In mprotect mode it polls below memory 0's base, at the
+    /// price of loading the base, so that an instance with a memory has no
+    /// page of its own and an interrupt protects one page instead of two
+    /// (each page is one more `mprotect` per arming). In pointer-swap mode
+    /// an extra slot costs arming one atomic store, so such a function
+    /// reloads its instance's own slot, one load from `vmctx` instead of
+    /// two (the base, then the memory's slot).
+    pub fn mmu_poll_memory(
+        &self,
+        first_accessed: Option<MemoryIndex>,
+        mode: MmuInterruptionMode,
+    ) -> Option<MemoryIndex> {
+        if self.memories.is_empty() {
             return None;
         }
-        Some(first_accessed.unwrap_or(MemoryIndex::from_u32(0)))
+        match mode {
+            MmuInterruptionMode::Mprotect => {
+                Some(first_accessed.unwrap_or(MemoryIndex::from_u32(0)))
+            }
+            MmuInterruptionMode::PointerSwap => first_accessed,
+        }
     }
 
-    /// Whether this module's MMU polls read below `vmctx`, so that each of
-    /// its instances needs a poll page of its own (a module without linear
-    /// memory; see [`ModuleInfo::mmu_poll_memory`]).
-    pub fn mmu_polls_through_vmctx(&self) -> bool {
-        self.memories.is_empty()
+    /// Whether this module's instances need a poll page below their
+    /// `vmctx` (mprotect mode, a module without linear memory; see
+    /// [`ModuleInfo::mmu_poll_memory`]). In pointer-swap mode every
+    /// instance has its slot in the `vmctx` prefix instead, and no page.
+    pub fn mmu_needs_vmctx_poll_page(&self, mode: MmuInterruptionMode) -> bool {
+        mode == MmuInterruptionMode::Mprotect && self.memories.is_empty()
     }
 
     /// Number of functions the module defines.

@@ -22,9 +22,8 @@ pub struct Tunables {
     pub epoch_interruption: bool,
     /// Whether compiled code counts fuel.
     pub consume_fuel: bool,
-    /// Whether compiled code polls an MMU poll page (a dead load from the
-    /// page at `vm::VMCTX_MMU_POLL_PAGE_OFFSET` from `vmctx`, or from the
-    /// page at `vm::HEAP_MMU_POLL_PAGE_OFFSET` from a linear memory's base)
+    /// Whether compiled code polls for MMU interrupts (a dead load below
+    /// `vmctx` or a linear memory's base, `ModuleInfo::mmu_poll_memory`)
     /// at function entries, loop headers and before expensive bulk
     /// operations.
     pub mmu_interruption: bool,
@@ -50,9 +49,10 @@ pub enum MmuInterruptionMode {
     /// system call, and the kernel flushes the page from the TLB of every
     /// CPU running a thread of the process.
     Mprotect,
-    /// Each poll page holds a pointer, the *slot* (at
-    /// `vm::MMU_POLL_SLOT_IN_PAGE`), to one of two process-wide pages: one
-    /// always readable, one never. The interrupter stores the unreadable
+    /// Each poll reloads a pointer, the *slot* (in a memory's poll page at
+    /// `vm::MMU_POLL_SLOT_IN_PAGE`, or in the instance's `vmctx` prefix at
+    /// `vm::VMCTX_MMU_POLL_SLOT_OFFSET`), to one of two process-wide pages:
+    /// one always readable, one never. The interrupter stores the unreadable
     /// page's address into the slot and disarming stores the readable
     /// one's back: no system call and no TLB flush. A poll reloads the slot
     /// and reads through what it found, two loads instead of one. The

@@ -288,20 +288,23 @@ pub struct VMContextHeader {
     pub epoch_counter: *const AtomicU64,
 }
 
-/// Bytes the runtime keeps right before every `VMContext` (a pointer back
-/// to the instance that owns it). Compiled code never reads them.
+/// Bytes the runtime keeps right before every `VMContext`: a pointer back
+/// to the instance that owns it, which compiled code never reads, then the
+/// instance's pointer-swap poll slot ([`VMCTX_MMU_POLL_SLOT_OFFSET`]).
 pub const VMCTX_PREFIX_SIZE: usize = 16;
 
 /// Bytes of an instance's MMU poll page: one host page on every host that
 /// supports MMU interruption (the runtime checks the host's page size).
 pub const MMU_POLL_PAGE_SIZE: usize = 4096;
 
-/// Where an instance's MMU poll page starts, relative to its `vmctx`.
+/// Where an instance's MMU poll page starts, relative to its `vmctx`, in
+/// `MmuInterruptionMode::Mprotect`.
 ///
-/// With `Tunables::mmu_interruption` on, the runtime maps each `VMContext`
-/// allocation (prefix included) right above one page of its own, readable
-/// while the store is disarmed; polls read `vmctx + VMCTX_MMU_POLL_PAGE_OFFSET
-/// + k` for distinct small `k`. Addressing the page from `vmctx`, which
+/// With `Tunables::mmu_interruption` on in that mode, the runtime maps the
+/// `VMContext` allocation (prefix included) of each instance of a module
+/// without memory right above one page of its own, readable while the
+/// store is disarmed; polls read `vmctx + VMCTX_MMU_POLL_PAGE_OFFSET + k`
+/// for distinct small `k`. Addressing the page from `vmctx`, which
 /// compiled code keeps in a register anyway, makes a poll a single load and
 /// costs no register of its own; a pointer to a per-store page, loaded once
 /// per function, stayed live across whole functions and made
@@ -321,26 +324,34 @@ pub const VMCTX_MMU_POLL_PAGE_OFFSET: i32 = -((MMU_POLL_PAGE_SIZE + VMCTX_PREFIX
 /// the base, so no guest access reaches this page.
 pub const HEAP_MMU_POLL_PAGE_OFFSET: i32 = -(MMU_POLL_PAGE_SIZE as i32);
 
-/// Where a poll page's *slot* lies inside the page, in
-/// `MmuInterruptionMode::PointerSwap`: its last 8 bytes, holding the
-/// address of the page that the function's polls read through (the
+/// Where a linear memory's poll page holds its *slot*, in
+/// `MmuInterruptionMode::PointerSwap`: the page's last 8 bytes, holding the
+/// address of the page that polls through this memory's base read (the
 /// process's always-readable page, or its never-readable one while the
 /// store is armed).
 ///
 /// The last bytes, because the slot is then a small negative distance from
-/// the base a poll reads through ([`HEAP_MMU_POLL_SLOT_OFFSET`],
-/// [`VMCTX_MMU_POLL_SLOT_OFFSET`]), which every target encodes in the load
-/// itself (aarch64's `ldur` reaches 256 bytes below its base register).
+/// the base ([`HEAP_MMU_POLL_SLOT_OFFSET`]), which every target encodes in
+/// the load itself (aarch64's `ldur` reaches 256 bytes below its base
+/// register).
 pub const MMU_POLL_SLOT_IN_PAGE: usize = MMU_POLL_PAGE_SIZE - 8;
 
 /// The slot of a linear memory's poll page, relative to the memory's base
 /// (pointer-swap polls; see [`MMU_POLL_SLOT_IN_PAGE`]).
 pub const HEAP_MMU_POLL_SLOT_OFFSET: i32 = HEAP_MMU_POLL_PAGE_OFFSET + MMU_POLL_SLOT_IN_PAGE as i32;
 
-/// The slot of an instance's poll page, relative to its `vmctx`
-/// (pointer-swap polls; see [`MMU_POLL_SLOT_IN_PAGE`]).
-pub const VMCTX_MMU_POLL_SLOT_OFFSET: i32 =
-    VMCTX_MMU_POLL_PAGE_OFFSET + MMU_POLL_SLOT_IN_PAGE as i32;
+/// An instance's own pointer-swap poll slot, relative to its `vmctx`: the
+/// second word of the prefix ([`VMCTX_PREFIX_SIZE`]), which every
+/// instance has in that mode, with or without memory.
+///
+/// Polls of functions that load or store no memory reload it: `vmctx` is
+/// a parameter, so the slot is one load away, where a memory's slot is two
+/// (the base, then the slot below it). A slot needs no page of its own,
+/// only 8 bytes that stay put while the instance lives, so it sits in the
+/// allocation the `VMContext` has anyway.
+pub const VMCTX_MMU_POLL_SLOT_OFFSET: i32 = -8;
+
+const _: () = assert!(VMCTX_PREFIX_SIZE >= 16 && VMCTX_MMU_POLL_SLOT_OFFSET == -8);
 
 /// Bytes of linear memory one write mark stands for (`1 << WRITE_MARK_SHIFT`):
 /// 4 KiB, the unit a reset restores.

@@ -1172,10 +1172,10 @@ impl Config {
     ///   then flushes the page from the TLB of every CPU that runs a thread
     ///   of this process, busy with this store or not: the more threads run
     ///   guests, the more every interrupt costs all of them.
-    /// - [`MmuInterruptionMode::PointerSwap`]: every poll page holds a
-    ///   pointer that names one of two pages of the process, one always
-    ///   readable and one never; a poll reloads that pointer and reads
-    ///   through it. The interrupter stores the unreadable page's address
+    /// - [`MmuInterruptionMode::PointerSwap`]: every memory's poll page,
+    ///   and every instance, holds a pointer that names one of two pages of
+    ///   the process, one always readable and one never; a poll reloads
+    ///   such a pointer and reads through it. The interrupter stores the unreadable page's address
     ///   into the pointer: no system call, no TLB flush, nothing for other
     ///   CPUs to do. A poll is two loads instead of one, and the reload
     ///   keeps the optimizer from reusing other loads across a poll.

@@ -11,34 +11,42 @@
 // wasmtime_mmu_environ's Rust constants (nothing below is a retyped
 // layout).
 //
-// The two modules are the two cases of the translator's poll rule: in a
-// module with a linear memory every poll reads through a memory's base
-// (here memory 0's, the only one), in a module without memory every poll
-// reads through the vmctx. The harness has one instance of each.
+// The two modules are the cases of the translator's poll rule: in a module
+// with a linear memory every poll of a function that loads or stores memory
+// reads through a memory's base (here memory 0's, the only one), and so does
+// every poll of a function that touches none in mprotect mode; in
+// pointer-swap mode such a function reads through its vmctx. In a module
+// without memory every poll reads through the vmctx. The harness has one
+// instance of each module.
 //
 // gen.h also says which arming mode the polls were compiled for
 // (GEN_POINTER_SWAP); the harness is built once per mode and opt level:
 // * mprotect: a poll is one dead load from its poll page; arming makes the
 //   page PROT_NONE, disarming PROT_READ;
-// * pointer swap: a poll reloads the *slot* (the last 8 bytes of the same
-//   poll page, GEN_MMU_POLL_SLOT_IN_PAGE) and does its dead load through
-//   the address it found, at displacement 0. The harness maps its own page
+// * pointer swap: a poll reloads a *slot* (through a memory's base, the
+//   last 8 bytes of the memory's poll page, GEN_MMU_POLL_SLOT_IN_PAGE;
+//   through a vmctx, the second word of the instance's prefix,
+//   GEN_VMCTX_MMU_POLL_SLOT_OFFSET) and does its dead load through the
+//   address it found, at displacement 0. The harness maps its own page
 //   pair, as the runtime's SwapPages (one readable page of zeros, one
-//   never accessible); the poll pages stay readable and writable; arming
-//   stores the unreadable page's address into a slot (an atomic store, no
-//   system call), disarming the readable one's.
+//   never accessible); the memory's poll page stays readable and writable;
+//   arming stores the unreadable page's address into a slot (an atomic
+//   store, no system call), disarming the readable one's. The instances
+//   have no vmctx poll page in this mode: the page below each vmctx is
+//   PROT_NONE for good.
 //
 // What it sets up, as the runtime would:
 // * the code, mapped read+execute;
 // * the memory module's VMContext, with the store context pointer and
 //   linear memory 0's definition filled in. Like the runtime, it gives this
 //   instance no vmctx poll page: the page below it is PROT_NONE for good,
-//   so a poll through its vmctx would be a fault outside the poll pages;
+//   so a poll through its vmctx would be a fault outside the poll pages
+//   (its slot, in pointer-swap mode, is in its prefix);
 // * linear memory 0, with its poll page right below its base
 //   (HEAP_MMU_POLL_PAGE_OFFSET);
 // * the memoryless module's VMContext, in a mapping whose first page is the
-//   instance's poll page (readable, and writable in pointer-swap mode,
-//   VMCTX_MMU_POLL_PAGE_OFFSET below the vmctx), with the store context
+//   instance's poll page (readable, VMCTX_MMU_POLL_PAGE_OFFSET below the
+//   vmctx, in mprotect mode; PROT_NONE in pointer-swap mode), with the store context
 //   pointer filled in: that module reads nothing else of its vmctx. Both
 //   vmctx get the same header (magic, store context), whose offsets the
 //   test checks are the same for every module;
@@ -56,7 +64,8 @@
 //   pointer-swap mode it does what the runtime's repair_slot_poll does:
 //   requires displacement 0 and the base register to hold exactly the
 //   unreadable page's address, and sets that register, in the context, to
-//   the readable page's; it also requires the poll's slot to be still
+//   the readable page's; it also requires the poll's slot (the memory's, or
+//   the prefix slot of the poll's own instance) to be still
 //   armed (only the runtime function below disarms, on this thread), so a
 //   base register left stale, unrepaired or not reloaded, is caught at
 //   once. On a match it records the poll's PC (the "activation") and sets
@@ -65,7 +74,7 @@
 //   trampoline calls: it checks the frame record, writes the poll's PC into
 //   the record's return-address slot, counts the interrupt, disarms both
 //   poll pages (makes them readable, or stores the readable page's address
-//   into both slots; not in the sticky calls below) and then deliberately
+//   into all three slots; not in the sticky calls below) and then deliberately
 //   garbles every register a C function may clobber (x0-x18, x30, all of
 //   v0-v31, NZCV, FPSR and FPCR's rounding mode), so that a trampoline
 //   that fails to restore one of them is caught.
@@ -166,12 +175,13 @@ void wasmtime_mmu_poll_from_trampoline(uintptr_t *frame);
 
 static uint8_t *code;
 static uint8_t *vmctx_mem;                 // the memory module's instance
-static uint8_t *vmctx_nomem, *vmctx_page;  // the memoryless module's, its poll page
+static uint8_t *vmctx_nomem, *vmctx_page;  // the memoryless module's, its poll page (mprotect)
 static uint8_t *heap, *heap_page;          // memory 0 of the memory module
 // Pointer-swap mode: the process-wide page pair (the runtime's SwapPages)
-// and the two poll pages' slots, which hold the address of one of them.
+// and the slots (each instance's, in its prefix, and the memory's, in its
+// poll page), which hold the address of one of them.
 static uint8_t *swap_readable, *swap_unreadable;
-static _Atomic uintptr_t *slot_vmctx, *slot_heap;
+static _Atomic uintptr_t *slot_vmctx_nomem, *slot_vmctx_mem, *slot_heap;
 static uint8_t store_context[GEN_VMSTORE_CONTEXT_SIZE] __attribute__((aligned(16)));
 static uint8_t funcrefs[GEN_NUM_FUNCS][GEN_VMFUNCREF_SIZE] __attribute__((aligned(16)));
 
@@ -318,7 +328,11 @@ static void on_segv(int sig, siginfo_t *si, void *ctxp) {
         // slot the poll reloaded still holds the unreadable page, unless
         // the register was loaded before the last disarm: a repair that was
         // lost, or a reload that was not redone at this poll.
-        if (atomic_load(heap_base ? slot_heap : slot_vmctx) != (uintptr_t)swap_unreadable)
+        _Atomic uintptr_t *slot = heap_base ? slot_heap
+                                  : index < GEN_NUM_POLLS && gen_funcs[gen_polls[index].func].module == GEN_MODULE_MEM
+                                      ? slot_vmctx_mem
+                                      : slot_vmctx_nomem;
+        if (atomic_load(slot) != (uintptr_t)swap_unreadable)
             die("a poll faulted through the unreadable page while its slot is disarmed "
                 "(a stale base register: not repaired, or not reloaded)");
         m->regs[base] = (uintptr_t)swap_readable;
@@ -340,10 +354,12 @@ static void on_segv(int sig, siginfo_t *si, void *ctxp) {
 // ---- the runtime side of a poll ----
 
 // Disarms both poll pages: makes them readable (mprotect mode), or points
-// both slots at the readable page (pointer-swap mode), as the runtime does.
+// all three slots at the readable page (pointer-swap mode), as the runtime
+// does.
 static void disarm_pages(void) {
     if (GEN_POINTER_SWAP) {
-        atomic_store(slot_vmctx, (uintptr_t)swap_readable);
+        atomic_store(slot_vmctx_nomem, (uintptr_t)swap_readable);
+        atomic_store(slot_vmctx_mem, (uintptr_t)swap_readable);
         atomic_store(slot_heap, (uintptr_t)swap_readable);
         return;
     }
@@ -353,13 +369,16 @@ static void disarm_pages(void) {
     }
 }
 
-// Arms the vmctx poll page (`which` & 1) and/or the heap's (`which` & 2):
-// makes it inaccessible (mprotect mode), or stores the unreadable page's
-// address into its slot (pointer-swap mode: no system call).
+// Arms what polls through a vmctx read (`which` & 1) and/or through the
+// heap base (`which` & 2): makes the page inaccessible (mprotect mode), or
+// stores the unreadable page's address into the slot (pointer-swap mode:
+// no system call; both instances' slots for `which` & 1).
 static void arm_pages(int which) {
     if (GEN_POINTER_SWAP) {
-        if (which & 1)
-            atomic_store(slot_vmctx, (uintptr_t)swap_unreadable);
+        if (which & 1) {
+            atomic_store(slot_vmctx_nomem, (uintptr_t)swap_unreadable);
+            atomic_store(slot_vmctx_mem, (uintptr_t)swap_unreadable);
+        }
         if (which & 2)
             atomic_store(slot_heap, (uintptr_t)swap_unreadable);
         return;
@@ -494,17 +513,18 @@ static void set_up(void) {
     }
     __builtin___clear_cache((char *)code, (char *)code + sizeof gen_code);
 
-    // Poll pages are read-only in mprotect mode; in pointer-swap mode their
-    // protection never changes and the runtime writes their slots.
+    // Poll pages are read-only in mprotect mode; in pointer-swap mode the
+    // memory's protection never changes and the runtime writes its slot.
     int poll_prot = GEN_POINTER_SWAP ? PROT_READ | PROT_WRITE : PROT_READ;
 
-    // The memoryless module's VMContext mapping: poll page, then the
-    // prefix and the vmctx.
+    // The memoryless module's VMContext mapping: poll page (mprotect mode;
+    // an inaccessible page in pointer-swap mode, whose instances have none),
+    // then the prefix and the vmctx.
     size_t ctx_len = PAGE + ((GEN_VMCTX_PREFIX_SIZE + GEN_VMCTX_SIZE_NOMEM + PAGE - 1) & ~(size_t)(PAGE - 1));
     uint8_t *ctx = map(ctx_len, PROT_READ | PROT_WRITE);
     vmctx_nomem = ctx + PAGE + GEN_VMCTX_PREFIX_SIZE;
     vmctx_page = vmctx_nomem + GEN_VMCTX_MMU_POLL_PAGE_OFFSET;
-    if (vmctx_page != ctx || mprotect(vmctx_page, PAGE, poll_prot) != 0) {
+    if (vmctx_page != ctx || mprotect(vmctx_page, PAGE, GEN_POINTER_SWAP ? PROT_NONE : PROT_READ) != 0) {
         fprintf(stderr, "the vmctx poll page is not the mapping's first page\n");
         exit(2);
     }
@@ -528,14 +548,20 @@ static void set_up(void) {
         exit(2);
     }
 
-    // The slots: the last 8 bytes of each poll page, the offsets the
-    // compiled pointer-swap polls reload them at.
-    slot_vmctx = (_Atomic uintptr_t *)(vmctx_page + GEN_MMU_POLL_SLOT_IN_PAGE);
+    // The slots, at the offsets the compiled pointer-swap polls reload
+    // them at: the memory's is the last 8 bytes of its poll page, each
+    // instance's the second word of its prefix (whose first word, the
+    // runtime's back pointer, compiled code never reads).
+    slot_vmctx_nomem = (_Atomic uintptr_t *)(vmctx_nomem + GEN_VMCTX_MMU_POLL_SLOT_OFFSET);
+    slot_vmctx_mem = (_Atomic uintptr_t *)(vmctx_mem + GEN_VMCTX_MMU_POLL_SLOT_OFFSET);
     slot_heap = (_Atomic uintptr_t *)(heap_page + GEN_MMU_POLL_SLOT_IN_PAGE);
-    if ((uint8_t *)slot_vmctx != vmctx_nomem + GEN_VMCTX_MMU_POLL_SLOT_OFFSET ||
-        (uint8_t *)slot_heap != heap + GEN_HEAP_MMU_POLL_SLOT_OFFSET ||
+    if ((uint8_t *)slot_heap != heap + GEN_HEAP_MMU_POLL_SLOT_OFFSET ||
         GEN_MMU_POLL_SLOT_IN_PAGE + 8 != PAGE) {
-        fprintf(stderr, "the slots are not the last 8 bytes of the poll pages\n");
+        fprintf(stderr, "the memory's slot is not the last 8 bytes of its poll page\n");
+        exit(2);
+    }
+    if (GEN_VMCTX_MMU_POLL_SLOT_OFFSET != -8 || GEN_VMCTX_PREFIX_SIZE < 16) {
+        fprintf(stderr, "an instance's slot is not the second word of its prefix\n");
         exit(2);
     }
     if (GEN_POINTER_SWAP) {

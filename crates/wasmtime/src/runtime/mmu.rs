@@ -5,6 +5,7 @@
 use crate::runtime::vm::mmu_interrupt::MmuInterruptState;
 use std::fmt;
 use std::sync::{Arc, Mutex, Weak};
+use wasmtime_environ::MmuInterruptionMode;
 
 /// A handle that stops a store's running WebAssembly at its next poll, from
 /// any thread.
@@ -73,8 +74,14 @@ impl MmuInterrupter {
 
 impl fmt::Debug for MmuInterrupter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // What one arming changes: pages in mprotect mode, slots in
+        // pointer-swap mode.
+        let armed_targets = match self.state.mode() {
+            MmuInterruptionMode::Mprotect => "poll_pages",
+            MmuInterruptionMode::PointerSwap => "poll_slots",
+        };
         f.debug_struct("MmuInterrupter")
-            .field("poll_pages", &self.state.page_count())
+            .field(armed_targets, &self.state.target_count())
             .field("running", &self.state.is_running())
             .finish()
     }

@@ -13,8 +13,12 @@
 //! The `Instance` itself is boxed by its store, so both addresses are stable
 //! for the store's life.
 //!
-//! With MMU interruption on, the allocation is a mapping of its own that
-//! starts with the instance's poll page:
+//! With MMU interruption in pointer-swap mode, the prefix's second word is
+//! the instance's poll slot (`VMCTX_MMU_POLL_SLOT_OFFSET`), registered with
+//! the store's `MmuInterruptState` for the instance's life.
+//!
+//! In mprotect mode, an instance of a module without memory polls a page of
+//! its own, so its allocation is a mapping that starts with that page:
 //!
 //! ```text
 //! [ poll page (PROT_READ, or PROT_NONE while armed) ][ prefix ][ VMContext ... ]
@@ -38,14 +42,14 @@ use std::ptr::NonNull;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use wasmtime_environ::vm::{
-    MMU_POLL_PAGE_SIZE, VMCONTEXT_MAGIC, VMCTX_PREFIX_SIZE, VMContextHeader, VMFuncRef,
-    VMGlobalDefinition, VMGlobalImport, VMMemoryDefinition, VMMemoryImport, VMStoreContext,
-    VMTableDefinition, VMTableImport, VMTagDefinition, ValRaw,
+    MMU_POLL_PAGE_SIZE, VMCONTEXT_MAGIC, VMCTX_MMU_POLL_SLOT_OFFSET, VMCTX_PREFIX_SIZE,
+    VMContextHeader, VMFuncRef, VMGlobalDefinition, VMGlobalImport, VMMemoryDefinition,
+    VMMemoryImport, VMStoreContext, VMTableDefinition, VMTableImport, VMTagDefinition, ValRaw,
 };
 use wasmtime_environ::{
     ConstExpr, ConstOp, DataIndex, DefinedGlobalIndex, DefinedMemoryIndex, DefinedTableIndex,
     DefinedTagIndex, ElemIndex, ElementItems, EntityRef, FuncIndex, GlobalIndex, MemoryIndex,
-    TableIndex, TagIndex, WasmValType,
+    MmuInterruptionMode, TableIndex, TagIndex, WasmValType,
 };
 
 /// Bytes before the `VMContext` holding the back pointer to the
@@ -55,11 +59,18 @@ const PREFIX: usize = VMCTX_PREFIX_SIZE;
 /// Where an instance's prefix and `VMContext` live.
 #[derive(Debug)]
 enum Allocation {
-    /// From the global allocator (MMU interruption off).
-    Heap { alloc: NonNull<u8>, layout: Layout },
-    /// A mapping that begins with the instance's poll page, which is
-    /// registered with `state` while the instance lives; given back to
-    /// `reuse` (the engine's free list) when it drops.
+    /// From the global allocator; with `slot_of` (pointer-swap mode) the
+    /// prefix's poll slot is registered with that state while the instance
+    /// lives.
+    Heap {
+        alloc: NonNull<u8>,
+        layout: Layout,
+        slot_of: Option<Arc<MmuInterruptState>>,
+    },
+    /// A mapping that begins with the instance's poll page (mprotect mode,
+    /// a module without memory), which is registered with `state` while
+    /// the instance lives; given back to `reuse` (the engine's free list)
+    /// when it drops.
     WithPollPage {
         mapping: Mmap,
         state: Arc<MmuInterruptState>,
@@ -73,7 +84,34 @@ impl Allocation {
         // SAFETY: the layout has a non-zero size (the prefix alone is 16).
         let alloc = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
             .context("failed to allocate a VMContext")?;
-        Ok(Allocation::Heap { alloc, layout })
+        Ok(Allocation::Heap {
+            alloc,
+            layout,
+            slot_of: None,
+        })
+    }
+
+    /// A heap allocation whose prefix holds a poll slot registered with
+    /// `state` (pointer-swap mode).
+    fn heap_with_slot(size: usize, state: &Arc<MmuInterruptState>) -> Result<Allocation> {
+        let mut alloc = Allocation::heap(size)?;
+        let slot = alloc.slot_address();
+        // SAFETY: the slot is the prefix's second word (`size` includes the
+        // prefix), 8-aligned since the allocation is 16-aligned, and only
+        // polls and `state` touch it: the runtime writes only the first
+        // word of the prefix. The allocation lives in the returned value,
+        // whose drop removes the slot before freeing it. Instances are
+        // created by the store's thread in host code.
+        unsafe { state.add_slot(slot) };
+        if let Allocation::Heap { slot_of, .. } = &mut alloc {
+            *slot_of = Some(state.clone());
+        }
+        Ok(alloc)
+    }
+
+    /// Where the prefix's poll slot is: `vmctx + VMCTX_MMU_POLL_SLOT_OFFSET`.
+    fn slot_address(&self) -> usize {
+        self.start() as usize + PREFIX - VMCTX_MMU_POLL_SLOT_OFFSET.unsigned_abs() as usize
     }
 
     fn with_poll_page(
@@ -132,11 +170,23 @@ impl Allocation {
 
 impl Drop for Allocation {
     fn drop(&mut self) {
+        let slot = self.slot_address();
         match self {
-            // SAFETY: allocated in `heap` with this layout, freed once.
-            Allocation::Heap { alloc, layout } => unsafe {
-                std::alloc::dealloc(alloc.as_ptr(), *layout)
-            },
+            Allocation::Heap {
+                alloc,
+                layout,
+                slot_of,
+            } => {
+                if let Some(state) = slot_of {
+                    // SAFETY: added in `heap_with_slot`; instances are
+                    // dropped with their store, by its owning thread, in
+                    // host code. After this no interrupter writes the slot,
+                    // so the allocation may be freed.
+                    unsafe { state.remove_slot(slot) };
+                }
+                // SAFETY: allocated in `heap` with this layout, freed once.
+                unsafe { std::alloc::dealloc(alloc.as_ptr(), *layout) }
+            }
             Allocation::WithPollPage {
                 mapping,
                 state,
@@ -163,9 +213,9 @@ impl Drop for Allocation {
 }
 
 /// Free mappings that held the prefix and `VMContext` of an instance of a
-/// module without memory, with its poll page in front (MMU interruption
-/// on), kept by the engine for the next such instance instead of being
-/// unmapped.
+/// module without memory, with its poll page in front (MMU interruption in
+/// mprotect mode), kept by the engine for the next such instance instead of
+/// being unmapped.
 ///
 /// Making one costs an `mmap`, an `mprotect` and a `madvise`, page faults
 /// for its body, and an `munmap` (with its TLB flush) when dropped: about
@@ -302,10 +352,11 @@ impl Instance {
     /// Allocates a zeroed `VMContext` for `module` with its header filled
     /// in. Imports, definitions and function references are the caller's
     /// to fill. With `mmu` (the store's MMU state, when the engine has MMU
-    /// interruption on), the allocation of a module without memory gets a
-    /// poll page registered there (`ModuleInfo::mmu_polls_through_vmctx`);
-    /// with `vmctx_mappings` (the engine's) that allocation is taken from
-    /// and given back to it.
+    /// interruption on), the prefix's poll slot is registered there
+    /// (pointer-swap mode), or the allocation of a module without memory
+    /// gets a poll page registered there (mprotect mode,
+    /// `ModuleInfo::mmu_needs_vmctx_poll_page`), taken from and given back
+    /// to `vmctx_mappings` (the engine's).
     pub fn new(
         module: &Module,
         store: *mut StoreOpaque,
@@ -317,11 +368,17 @@ impl Instance {
     ) -> Result<Box<Instance>> {
         let size = PREFIX + module.offsets().size() as usize;
         let alloc = match mmu {
-            // Polls of a module with a memory read below a memory's base.
-            Some(state) if module.info().mmu_polls_through_vmctx() => {
-                Allocation::with_poll_page(size, state, vmctx_mappings)?
-            }
-            _ => Allocation::heap(size)?,
+            None => Allocation::heap(size)?,
+            Some(state) => match state.mode() {
+                MmuInterruptionMode::PointerSwap => Allocation::heap_with_slot(size, state)?,
+                // Polls of a module with a memory read below a memory's base.
+                MmuInterruptionMode::Mprotect
+                    if module.info().mmu_needs_vmctx_poll_page(state.mode()) =>
+                {
+                    Allocation::with_poll_page(size, state, vmctx_mappings)?
+                }
+                MmuInterruptionMode::Mprotect => Allocation::heap(size)?,
+            },
         };
         let prefix = alloc.start();
         let info = module.info();
@@ -688,46 +745,47 @@ mod tests {
     #[test]
     fn memoryless_instances_reuse_the_engines_vmctx_mappings() {
         use crate::{
-            Config, Engine, Instance, InstanceAllocationStrategy, Module, PoolingAllocationConfig,
-            Store,
+            Config, Engine, Instance, InstanceAllocationStrategy, MmuInterruptionMode, Module,
+            PoolingAllocationConfig, Store,
         };
         let kept = |engine: &Engine| engine.vmctx_mappings().lock().mappings.len();
-        for pooled in [false, true] {
-            let mut config = Config::new();
-            config.mmu_interruption(true);
-            if pooled {
-                let mut pool = PoolingAllocationConfig::new();
-                pool.total_core_instances(4)
-                    .total_memories(1)
-                    .total_tables(1)
-                    .total_stacks(1);
-                config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        for mode in [
+            MmuInterruptionMode::Mprotect,
+            MmuInterruptionMode::PointerSwap,
+        ] {
+            for pooled in [false, true] {
+                let mut config = Config::new();
+                config.mmu_interruption(true).mmu_interruption_mode(mode);
+                if pooled {
+                    let mut pool = PoolingAllocationConfig::new();
+                    pool.total_core_instances(4)
+                        .total_memories(1)
+                        .total_tables(1)
+                        .total_stacks(1);
+                    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+                }
+                let engine = Engine::new(&config).unwrap();
+                let module = Module::new(&engine, r#"(module (func (export "f")))"#).unwrap();
+                let instantiate = || {
+                    let mut store = Store::new(&engine, ());
+                    let instance = Instance::new(&mut store, &module, &[]).unwrap();
+                    let f = instance.get_typed_func::<(), ()>(&mut store, "f").unwrap();
+                    f.call(&mut store, ()).unwrap();
+                    store
+                };
+                let what = format!("{mode:?}, pooled {pooled}");
+                // Pointer-swap instances poll their prefix's slot and need
+                // no mapping at all.
+                let reused = usize::from(mode == MmuInterruptionMode::Mprotect);
+                assert_eq!(kept(&engine), 0, "{what}");
+                drop(instantiate());
+                assert_eq!(kept(&engine), reused, "{what}: the dropped store's is kept");
+                let second = instantiate();
+                assert_eq!(kept(&engine), 0, "{what}: the next instance took it");
+                let third = instantiate();
+                drop((second, third));
+                assert_eq!(kept(&engine), 2 * reused, "{what}: both are kept");
             }
-            let engine = Engine::new(&config).unwrap();
-            let module = Module::new(&engine, r#"(module (func (export "f")))"#).unwrap();
-            let instantiate = || {
-                let mut store = Store::new(&engine, ());
-                let instance = Instance::new(&mut store, &module, &[]).unwrap();
-                let f = instance.get_typed_func::<(), ()>(&mut store, "f").unwrap();
-                f.call(&mut store, ()).unwrap();
-                store
-            };
-            assert_eq!(kept(&engine), 0, "pooled {pooled}");
-            drop(instantiate());
-            assert_eq!(
-                kept(&engine),
-                1,
-                "pooled {pooled}: the dropped store's is kept"
-            );
-            let second = instantiate();
-            assert_eq!(
-                kept(&engine),
-                0,
-                "pooled {pooled}: the next instance took it"
-            );
-            let third = instantiate();
-            drop((second, third));
-            assert_eq!(kept(&engine), 2, "pooled {pooled}: both are kept");
         }
     }
 }

@@ -7,8 +7,8 @@
 //! Every linear memory of an MMU-enabled store has its own *poll page*: the
 //! host page right below its base (`vm/memory.rs`), at
 //! [`HEAP_MMU_POLL_PAGE_OFFSET`](wasmtime_environ::vm::HEAP_MMU_POLL_PAGE_OFFSET)
-//! from it; every instance of a module without memory has one right below
-//! its `VMContext` (`vm/instance.rs`), at
+//! from it; in mprotect mode every instance of a module without memory has
+//! one right below its `VMContext` (`vm/instance.rs`), at
 //! [`VMCTX_MMU_POLL_PAGE_OFFSET`](wasmtime_environ::vm::VMCTX_MMU_POLL_PAGE_OFFSET).
 //! A poll is therefore one load relative to a register that compiled code
 //! keeps live anyway; no page pointer competes for registers. The price is
@@ -45,19 +45,24 @@
 //!
 //! # Pointer swap
 //!
-//! In [`MmuInterruptionMode::PointerSwap`] the same pages exist and are
-//! registered the same way, but they stay readable and writable, and each
-//! holds a slot ([`MMU_POLL_SLOT_IN_PAGE`]) with the address of one of the
-//! process's two swap pages ([`SwapPages`]). Arming stores the
-//! never-readable page's address into every registered slot, disarming
-//! stores the readable page's address back: one atomic store per page
-//! instead of one `mprotect`, so no TLB flush reaches other CPUs. The
-//! protocol around `generation` and `requested` is unchanged.
+//! In [`MmuInterruptionMode::PointerSwap`] polls read through a *slot*
+//! holding the address of one of the process's two swap pages
+//! ([`SwapPages`]): the memories' poll pages exist as above but stay
+//! readable and writable, each holding a slot ([`MMU_POLL_SLOT_IN_PAGE`]),
+//! and every instance has one more slot in its `VMContext` prefix
+//! ([`VMCTX_MMU_POLL_SLOT_OFFSET`]) instead of a page, for its functions
+//! that touch no memory. What is registered is then the slots. Arming
+//! stores the never-readable page's address into every registered slot,
+//! disarming stores the readable page's address back: one atomic store per
+//! slot instead of one `mprotect` per page, so no TLB flush reaches other
+//! CPUs. The protocol around `generation` and `requested` is unchanged.
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use wasmtime_environ::MmuInterruptionMode;
+#[cfg(doc)]
+use wasmtime_environ::vm::VMCTX_MMU_POLL_SLOT_OFFSET;
 use wasmtime_environ::vm::{MMU_POLL_PAGE_SIZE, MMU_POLL_SLOT_IN_PAGE};
 
 /// The process's two pages for pointer-swap polls: a poll reads through
@@ -128,9 +133,11 @@ pub struct MmuInterruptState {
     /// Whether the pages are protected now (mprotect mode; in pointer-swap
     /// mode only the last arming under the lock, see `take_request`). Held
     /// while changing any page's protection or an interrupter's slot
-    /// writes, and while changing `pages`.
+    /// writes, and while changing `targets`.
     arming: Mutex<bool>,
-    /// Start addresses of the store's poll pages, sorted.
+    /// What arming changes, sorted: the start addresses of the store's
+    /// poll pages (mprotect mode) or the addresses of its slots (pointer
+    /// swap).
     ///
     /// Changed only by the thread that owns the store (with the store
     /// borrowed mutably, while none of its Wasm runs on that thread's
@@ -141,7 +148,7 @@ pub struct MmuInterruptState {
     /// so the only thread that could change the list is the one the
     /// handler has interrupted, and it is not inside a change (changes run
     /// in host code, never at a poll). Reads racing reads are no race.
-    pages: UnsafeCell<Vec<usize>>,
+    targets: UnsafeCell<Vec<usize>>,
     /// Odd while a call of the store is in progress.
     generation: AtomicU64,
     /// The newest generation an interrupter asked to interrupt (0: none).
@@ -155,7 +162,7 @@ pub struct MmuInterruptState {
     swap: Option<SwapPages>,
 }
 
-// SAFETY: `pages` is the only field that is not `Sync` by itself; the
+// SAFETY: `targets` is the only field that is not `Sync` by itself; the
 // comment on it says who reads and writes it and why no access races with a
 // write: every write holds `arming` and happens on the store's thread,
 // every cross-thread read holds `arming`, and the lock-free readers (the
@@ -177,7 +184,7 @@ impl MmuInterruptState {
         };
         Ok(MmuInterruptState {
             arming: Mutex::new(false),
-            pages: UnsafeCell::new(Vec::new()),
+            targets: UnsafeCell::new(Vec::new()),
             generation: AtomicU64::new(0),
             requested: AtomicU64::new(0),
             running: AtomicBool::new(false),
@@ -198,32 +205,50 @@ impl MmuInterruptState {
 
     /// Adds the poll page at `start` ([`MMU_POLL_PAGE_SIZE`] bytes), armed
     /// at once if the store is armed now. In mprotect mode the page is
-    /// readable; in pointer-swap mode it is readable and writable, and this
-    /// writes its slot.
+    /// readable; in pointer-swap mode it is readable and writable, and what
+    /// is registered is its slot ([`MMU_POLL_SLOT_IN_PAGE`]), which this
+    /// writes.
     ///
     /// # Safety
     ///
     /// `start` must be the page-aligned start of a poll page mapped for a
-    /// memory or an instance of this state's store and holding no data; it must stay
-    /// mapped until [`MmuInterruptState::remove_page`] returns for it. The
-    /// caller must be the thread that owns the store, outside any poll.
+    /// memory or an instance of this state's store and holding no data; it
+    /// must stay mapped until [`MmuInterruptState::remove_page`] returns for
+    /// it. The caller must be the thread that owns the store, outside any
+    /// poll.
     pub unsafe fn add_page(&self, start: usize) {
-        let armed = self.lock_arming();
-        // SAFETY: we hold `arming` and run on the store's thread outside a
-        // poll, the conditions under which `pages` may change.
-        let pages = unsafe { &mut *self.pages.get() };
-        let at = pages.binary_search(&start).unwrap_or_else(|at| at);
-        pages.insert(at, start);
-        match self.swap {
-            None if *armed => protect(start, libc::PROT_NONE),
-            None => {}
-            // A fresh slot holds zero, which no poll may read through. The
-            // poll path disarms slots without the lock (`take_request`), so
-            // `armed` may be stale here; a pending request is what counts.
-            // One raised after this load arms the new page too, since its
-            // interrupter then waits for the lock we hold.
-            Some(swap) => set_slot(start, swap, self.requested.load(Ordering::SeqCst) != 0),
-        }
+        let target = match self.swap {
+            None => start,
+            Some(_) => start + MMU_POLL_SLOT_IN_PAGE,
+        };
+        // SAFETY: in mprotect mode `target` is the page itself, in
+        // pointer-swap mode its slot, an aligned word inside a readable and
+        // writable page; either stays valid until `remove_page`, which
+        // unregisters the same target. Our caller's thread and place are
+        // the ones `register` asks for.
+        unsafe { self.register(target) }
+    }
+
+    /// Adds an instance's slot in its `VMContext` prefix (pointer-swap mode
+    /// only; [`VMCTX_MMU_POLL_SLOT_OFFSET`]), armed at once if a request is
+    /// pending.
+    ///
+    /// # Safety
+    ///
+    /// `slot` must be an 8-aligned word of an instance of this state's
+    /// store that nothing but polls, and this state, reads or writes; it
+    /// must stay allocated until [`MmuInterruptState::remove_slot`] returns
+    /// for it. The caller must be the thread that owns the store, outside
+    /// any poll.
+    ///
+    /// # Panics
+    ///
+    /// In mprotect mode, which has no slots.
+    pub unsafe fn add_slot(&self, slot: usize) {
+        assert!(self.swap.is_some(), "an MMU poll slot in mprotect mode");
+        // SAFETY: the caller guarantees the slot's validity until
+        // `remove_slot` and the thread and place `register` asks for.
+        unsafe { self.register(slot) }
     }
 
     /// Removes the poll page at `start`; once this returns no interrupter
@@ -240,19 +265,68 @@ impl MmuInterruptState {
     /// As for [`MmuInterruptState::add_page`]: the store's thread, outside
     /// any poll.
     pub unsafe fn remove_page(&self, start: usize) -> bool {
+        let target = match self.swap {
+            None => start,
+            Some(_) => start + MMU_POLL_SLOT_IN_PAGE,
+        };
+        // SAFETY: the caller is the store's thread, outside any poll.
+        let armed_when_removed = unsafe { self.unregister(target) };
+        // In mprotect mode the flag says exactly what protection
+        // `set_armed` last gave every registered page; pointer-swap mode
+        // never protects a page.
+        self.swap.is_none() && armed_when_removed == Some(true)
+    }
+
+    /// Removes a slot added by [`MmuInterruptState::add_slot`]; once this
+    /// returns no interrupter writes it again, and its memory may be freed.
+    ///
+    /// # Safety
+    ///
+    /// The store's thread, outside any poll.
+    pub unsafe fn remove_slot(&self, slot: usize) {
+        // SAFETY: the caller is the store's thread, outside any poll.
+        unsafe { self.unregister(slot) };
+    }
+
+    /// Adds `target` (a page start in mprotect mode, a slot in pointer
+    /// swap) and arms it at once if the store is armed.
+    ///
+    /// # Safety
+    ///
+    /// `target` is valid as `add_page` or `add_slot` describe until
+    /// `unregister` returns for it; the store's thread, outside any poll.
+    unsafe fn register(&self, target: usize) {
         let armed = self.lock_arming();
-        // SAFETY: as in `add_page`.
-        let pages = unsafe { &mut *self.pages.get() };
-        match pages.binary_search(&start) {
-            Ok(at) => {
-                pages.remove(at);
-                // In mprotect mode the flag says exactly what protection
-                // `set_armed` last gave every registered page; pointer-swap
-                // mode never protects a page.
-                self.swap.is_none() && *armed
-            }
-            Err(_) => false,
+        // SAFETY: we hold `arming` and run on the store's thread outside a
+        // poll, the conditions under which `targets` may change.
+        let targets = unsafe { &mut *self.targets.get() };
+        let at = targets.binary_search(&target).unwrap_or_else(|at| at);
+        targets.insert(at, target);
+        match self.swap {
+            None if *armed => protect(target, libc::PROT_NONE),
+            None => {}
+            // A fresh slot holds zero, which no poll may read through. The
+            // poll path disarms slots without the lock (`take_request`), so
+            // `armed` may be stale here; a pending request is what counts.
+            // One raised after this load arms the new slot too, since its
+            // interrupter then waits for the lock we hold.
+            Some(swap) => set_slot(target, swap, self.requested.load(Ordering::SeqCst) != 0),
         }
+    }
+
+    /// Removes `target`; returns the arming flag as it stood at the
+    /// removal, or `None` if `target` was not registered.
+    ///
+    /// # Safety
+    ///
+    /// The store's thread, outside any poll.
+    unsafe fn unregister(&self, target: usize) -> Option<bool> {
+        let armed = self.lock_arming();
+        // SAFETY: as in `register`.
+        let targets = unsafe { &mut *self.targets.get() };
+        let at = targets.binary_search(&target).ok()?;
+        targets.remove(at);
+        Some(*armed)
     }
 
     /// Whether a poll of this store that faulted at `addr` faulted the
@@ -263,7 +337,7 @@ impl MmuInterruptState {
     /// # Safety
     ///
     /// Only for the signal handler of a fault at a poll of this store's
-    /// Wasm, on the thread executing it (see the comment on `pages`).
+    /// Wasm, on the thread executing it (see the comment on `targets`).
     pub unsafe fn is_armed_poll_fault(&self, addr: usize) -> bool {
         let start = addr & !(MMU_POLL_PAGE_SIZE - 1);
         match self.swap {
@@ -272,18 +346,19 @@ impl MmuInterruptState {
                 // SAFETY: per the contract this thread is at a poll, so the
                 // only writer (this thread, in host code) is not
                 // mid-change; other threads only read.
-                let pages = unsafe { &*self.pages.get() };
+                let pages = unsafe { &*self.targets.get() };
                 pages.binary_search(&start).is_ok()
             }
         }
     }
 
-    /// How many poll pages the store has (one per memory, and one per
-    /// instance of a module without memory).
-    pub fn page_count(&self) -> usize {
+    /// How many poll pages (mprotect mode: one per memory, and one per
+    /// instance of a module without memory) or slots (pointer swap: one
+    /// per memory and one per instance) arming changes.
+    pub fn target_count(&self) -> usize {
         let _armed = self.lock_arming();
         // SAFETY: reading under `arming`, which every writer holds.
-        unsafe { (*self.pages.get()).len() }
+        unsafe { (*self.targets.get()).len() }
     }
 
     /// Asks the call in progress to stop at its next poll. Does nothing
@@ -328,9 +403,9 @@ impl MmuInterruptState {
                 // SAFETY: per the contract the only thread that changes the
                 // list is this one, and it is not inside a change; other
                 // threads only read it.
-                let pages = unsafe { &*self.pages.get() };
-                for &start in pages {
-                    set_slot(start, swap, false);
+                let slots = unsafe { &*self.targets.get() };
+                for &slot in slots {
+                    set_slot(slot, swap, false);
                 }
             }
             None => {
@@ -381,8 +456,8 @@ impl MmuInterruptState {
         self.arming.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Arms or disarms every registered page; returns `false` when, in
-    /// mprotect mode, they already were (nothing changed).
+    /// Arms or disarms every registered page or slot; returns `false` when,
+    /// in mprotect mode, they already were (nothing changed).
     fn set_armed(&self, armed: bool) -> bool {
         let mut state = self.lock_arming();
         // In pointer-swap mode the poll path disarms without the lock and
@@ -393,7 +468,7 @@ impl MmuInterruptState {
         }
         *state = armed;
         // SAFETY: reading under `arming`, which every writer holds.
-        let pages = unsafe { &*self.pages.get() };
+        let targets = unsafe { &*self.targets.get() };
         match self.swap {
             None => {
                 let prot = if armed {
@@ -401,13 +476,13 @@ impl MmuInterruptState {
                 } else {
                     libc::PROT_READ
                 };
-                for &start in pages {
+                for &start in targets {
                     protect(start, prot);
                 }
             }
             Some(swap) => {
-                for &start in pages {
-                    set_slot(start, swap, armed);
+                for &slot in targets {
+                    set_slot(slot, swap, armed);
                 }
             }
         }
@@ -415,23 +490,22 @@ impl MmuInterruptState {
     }
 }
 
-/// Points a registered pointer-swap poll page's slot at the unreadable
-/// page (armed) or the readable one.
-fn set_slot(start: usize, swap: SwapPages, armed: bool) {
+/// Points a registered pointer-swap slot at the unreadable page (armed) or
+/// the readable one.
+fn set_slot(slot: usize, swap: SwapPages, armed: bool) {
     let target = if armed {
         swap.unreadable
     } else {
         swap.readable
     };
-    // SAFETY: `start` is a registered poll page, which cannot be
-    // unregistered and unmapped meanwhile: callers either hold `arming`,
-    // which removal takes, or are the store's own thread in the poll path,
-    // the only thread that removes pages, and not inside a removal. It is
-    // readable and writable in this mode, and the slot is an aligned
-    // `usize` inside it that only polls read and only this function
-    // writes; all accesses from Rust are atomic, and compiled code only
-    // reads it.
-    let slot = unsafe { AtomicUsize::from_ptr((start + MMU_POLL_SLOT_IN_PAGE) as *mut usize) };
+    // SAFETY: `slot` is registered (an aligned word in a memory's
+    // writable poll page, or in an instance's `VMContext` prefix), so it
+    // cannot be unregistered and freed meanwhile: callers either hold
+    // `arming`, which removal takes, or are the store's own thread in the
+    // poll path, the only thread that removes slots, and not inside a
+    // removal. Only polls read it and only this function writes it; all
+    // accesses from Rust are atomic, and compiled code only reads it.
+    let slot = unsafe { AtomicUsize::from_ptr(slot as *mut usize) };
     slot.store(target, Ordering::SeqCst);
 }
 
