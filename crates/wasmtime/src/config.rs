@@ -1057,14 +1057,17 @@ impl Config {
     /// ## How it works
     ///
     /// Every linear memory gets a *poll page*, mapped right below its base
-    /// (an instance of a module without memory gets one right below its
-    /// runtime context instead). Compiled code reads from it (in the
-    /// default pointer-swap mode, through a pointer the page holds; see
-    /// [`Config::mmu_interruption_mode`]) — a "poll" whose result is thrown away,
-    /// addressed from the heap base or context register the code holds
-    /// anyway — at every function entry,
+    /// (in mprotect mode an instance of a module without memory gets one
+    /// right below its runtime context instead). Compiled code reads from
+    /// it — a "poll" whose result is thrown away, addressed from the heap
+    /// base or context register the code holds anyway — at every function
+    /// entry,
     /// every loop header and before every bulk operation large enough to be
-    /// charged (the same places epochs check). To interrupt, another thread
+    /// charged (the same places epochs check). In the default pointer-swap
+    /// mode ([`Config::mmu_interruption_mode`]) a poll reads through a
+    /// pointer instead: the one in the memory's page, or, in a function
+    /// that touches no memory, one the instance keeps next to its runtime
+    /// context. To interrupt, another thread
     /// calls [`MmuInterrupter::interrupt`](crate::MmuInterrupter::interrupt),
     /// which makes the store's next poll read an unreadable page. The poll
     /// faults; the runtime's signal handler recognizes it, disarms the store
@@ -1107,7 +1110,8 @@ impl Config {
     /// In exchange an interrupt is more expensive than an epoch tick: the
     /// interrupted thread takes a signal. In the default pointer-swap mode
     /// ([`Config::mmu_interruption_mode`]) the interrupter's part is one
-    /// atomic store per poll page of the store (usually one), and a poll is
+    /// atomic store per such pointer of the store (one per memory and one
+    /// per instance: usually two), and a poll is
     /// two loads; a round trip on one thread takes about 1.4 µs and
     /// delivery from another thread 2–7 µs on a 2-core VM. In mprotect mode
     /// a poll is one load, but the interrupter makes one `mprotect` system

@@ -126,7 +126,9 @@ impl Engine {
                 ON_DEMAND_VMCTX_MAPPING_BYTES,
             ),
             // As many as could be live at once; each is at most
-            // `max_core_instance_size` (plus its poll page).
+            // `max_core_instance_size` (plus its poll page). Only mprotect
+            // mode uses them; pointer-swap instances keep their slot in a
+            // heap allocation.
             InstanceAllocationStrategy::Pooling(pooling) => {
                 vm::instance::VmctxMappings::new(pooling.total_core_instances as usize, usize::MAX)
             }

@@ -16,8 +16,9 @@ use wasmtime_environ::MmuInterruptionMode;
 ///
 /// [`interrupt`](MmuInterrupter::interrupt) arms the store: in
 /// [`MmuInterruptionMode::PointerSwap`](crate::MmuInterruptionMode::PointerSwap)
-/// (the default) it points the slots of the store's poll pages at the
-/// process's unreadable page (one atomic store each); in
+/// (the default) it points the store's slots (one in each memory's poll
+/// page, one in each instance) at the process's unreadable page (one atomic
+/// store each); in
 /// [`MmuInterruptionMode::Mprotect`](crate::MmuInterruptionMode::Mprotect)
 /// it makes the poll pages themselves unreadable (one `mprotect` each).
 /// The running code then faults at its next poll (a function entry or a
@@ -33,8 +34,8 @@ use wasmtime_environ::MmuInterruptionMode;
 ///
 /// The handle shares the store's interrupt state, not its instances: it
 /// may outlive the store, and after the store is dropped `interrupt`
-/// does nothing (the poll pages are gone from the state before they are
-/// unmapped).
+/// does nothing (the poll pages and slots are gone from the state before
+/// they are unmapped or freed).
 #[derive(Clone)]
 pub struct MmuInterrupter {
     pub(crate) state: Arc<MmuInterruptState>,
@@ -50,8 +51,9 @@ impl MmuInterrupter {
     ///
     /// Safe to call from any thread at any time, concurrently with the
     /// store's own thread and with other interrupters. In the default
-    /// pointer-swap mode the cost is one atomic store per poll page (usually
-    /// one) and no system call; in mprotect mode it is one `mprotect` system
+    /// pointer-swap mode the cost is one atomic store per slot (one per
+    /// memory and one per instance, usually two) and no system call; in
+    /// mprotect mode it is one `mprotect` system
     /// call per poll page, which also makes the kernel flush the page from
     /// the TLBs of every CPU currently running a thread of this process
     /// (measured costs: `docs/benchmarks.md`, "Interrupts under load").

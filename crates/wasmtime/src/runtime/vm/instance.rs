@@ -4,8 +4,8 @@
 //! Each instance owns one 16-byte aligned allocation:
 //!
 //! ```text
-//! [ *mut Instance, padding ][ VMContextHeader | imports | definitions | func refs ]
-//!  ^ 16-byte prefix          ^ vmctx (what compiled code receives)
+//! [ *mut Instance, poll slot ][ VMContextHeader | imports | definitions | func refs ]
+//!  ^ 16-byte prefix            ^ vmctx (what compiled code receives)
 //! ```
 //!
 //! The prefix lets the runtime get from a `vmctx` (all that compiled code
