@@ -96,6 +96,11 @@ impl Allocation {
     fn heap_with_slot(size: usize, state: &Arc<MmuInterruptState>) -> Result<Allocation> {
         let mut alloc = Allocation::heap(size)?;
         let slot = alloc.slot_address();
+        // Recorded before the slot is registered, so that a drop from here
+        // on unregisters it (unregistering a slot never added is a no-op).
+        if let Allocation::Heap { slot_of, .. } = &mut alloc {
+            *slot_of = Some(state.clone());
+        }
         // SAFETY: the slot is the prefix's second word (`size` includes the
         // prefix), 8-aligned since the allocation is 16-aligned, and only
         // polls and `state` touch it: the runtime writes only the first
@@ -103,9 +108,6 @@ impl Allocation {
         // whose drop removes the slot before freeing it. Instances are
         // created by the store's thread in host code.
         unsafe { state.add_slot(slot) };
-        if let Allocation::Heap { slot_of, .. } = &mut alloc {
-            *slot_of = Some(state.clone());
-        }
         Ok(alloc)
     }
 

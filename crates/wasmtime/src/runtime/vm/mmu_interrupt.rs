@@ -217,10 +217,7 @@ impl MmuInterruptState {
     /// it. The caller must be the thread that owns the store, outside any
     /// poll.
     pub unsafe fn add_page(&self, start: usize) {
-        let target = match self.swap {
-            None => start,
-            Some(_) => start + MMU_POLL_SLOT_IN_PAGE,
-        };
+        let target = self.page_target(start);
         // SAFETY: in mprotect mode `target` is the page itself, in
         // pointer-swap mode its slot, an aligned word inside a readable and
         // writable page; either stays valid until `remove_page`, which
@@ -265,10 +262,7 @@ impl MmuInterruptState {
     /// As for [`MmuInterruptState::add_page`]: the store's thread, outside
     /// any poll.
     pub unsafe fn remove_page(&self, start: usize) -> bool {
-        let target = match self.swap {
-            None => start,
-            Some(_) => start + MMU_POLL_SLOT_IN_PAGE,
-        };
+        let target = self.page_target(start);
         // SAFETY: the caller is the store's thread, outside any poll.
         let armed_when_removed = unsafe { self.unregister(target) };
         // In mprotect mode the flag says exactly what protection
@@ -286,6 +280,15 @@ impl MmuInterruptState {
     pub unsafe fn remove_slot(&self, slot: usize) {
         // SAFETY: the caller is the store's thread, outside any poll.
         unsafe { self.unregister(slot) };
+    }
+
+    /// What arming changes for the poll page at `start`: the page itself
+    /// (mprotect mode) or its slot (pointer swap).
+    fn page_target(&self, start: usize) -> usize {
+        match self.swap {
+            None => start,
+            Some(_) => start + MMU_POLL_SLOT_IN_PAGE,
+        }
     }
 
     /// Adds `target` (a page start in mprotect mode, a slot in pointer
@@ -529,5 +532,63 @@ fn protect(start: usize, prot: libc::c_int) {
             std::io::Error::last_os_error()
         );
         std::process::abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A registered slot follows every arm and disarm, a slot registered
+    /// while a request is pending starts armed, and a removed slot is never
+    /// written again (its memory may be reused at once).
+    #[test]
+    fn slots_follow_arming_while_registered() {
+        let state = MmuInterruptState::new(MmuInterruptionMode::PointerSwap).unwrap();
+        let swap = state.swap_pages().unwrap();
+        let words = [AtomicUsize::new(0), AtomicUsize::new(0)];
+        let addr = |i: usize| words[i].as_ptr() as usize;
+        let read = |i: usize| words[i].load(Ordering::SeqCst);
+
+        // SAFETY: both words are aligned, outlive the registrations (each is
+        // removed below), and only this state and this test touch them; the
+        // test thread stands for the store's thread, outside any poll.
+        unsafe { state.add_slot(addr(0)) };
+        assert_eq!(read(0), swap.readable, "registered disarmed");
+        state.set_call_in_progress(true);
+        assert!(state.interrupt());
+        assert_eq!(read(0), swap.unreadable, "armed by interrupt()");
+        // SAFETY: as above.
+        unsafe { state.add_slot(addr(1)) };
+        assert_eq!(
+            read(1),
+            swap.unreadable,
+            "a slot added while armed starts armed"
+        );
+        assert_eq!(state.target_count(), 2);
+        // SAFETY: the test thread stands for the store's thread at a poll.
+        assert!(unsafe { state.take_request() }, "the request was taken");
+        assert_eq!((read(0), read(1)), (swap.readable, swap.readable));
+
+        // SAFETY: registered above; the store's thread, outside any poll.
+        unsafe { state.remove_slot(addr(1)) };
+        words[1].store(7, Ordering::SeqCst);
+        assert!(state.interrupt());
+        assert_eq!(read(0), swap.unreadable);
+        assert_eq!(read(1), 7, "a removed slot was written");
+        // SAFETY: as above.
+        unsafe { state.remove_slot(addr(0)) };
+        assert_eq!(state.target_count(), 0);
+        state.set_call_in_progress(false);
+    }
+
+    /// Only the pointer-swap mode has slots.
+    #[test]
+    #[should_panic(expected = "an MMU poll slot in mprotect mode")]
+    fn mprotect_mode_refuses_a_slot() {
+        let state = MmuInterruptState::new(MmuInterruptionMode::Mprotect).unwrap();
+        let word = AtomicUsize::new(0);
+        // SAFETY: never reached past the assertion that panics.
+        unsafe { state.add_slot(word.as_ptr() as usize) };
     }
 }
