@@ -3257,6 +3257,45 @@ fn memory_created_while_armed_starts_armed() -> Result<()> {
     created_while_armed_starts_armed(MEM_SPIN_WAT)
 }
 
+/// `Instance::reset` after an interrupted call that grew (and, with this
+/// small reservation, moved) the memory: the memory's poll page and the
+/// instance's own poll target must stay registered and correct, so that
+/// interrupts still reach code that touches memory and code that does not.
+#[test]
+fn reset_keeps_the_instance_interruptible() -> Result<()> {
+    let mut config = config();
+    config
+        .memory_reservation(64 << 10)
+        .memory_reservation_for_growth(0)
+        .memory_may_move(true);
+    let engine = Engine::new(&config)?;
+    let module = Module::new(&engine, MEM_SPIN_WAT)?;
+    let memory_free = Module::new(&engine, MEMORY_FREE_SPIN_WAT)?;
+    let mut store = Store::new(&engine, ());
+    let instance = Instance::new(&mut store, &module, &[])?;
+    let other = Instance::new(&mut store, &memory_free, &[])?;
+    let mem = instance.get_memory(&mut store, "mem").unwrap();
+    let spin = instance.get_typed_func::<(), i32>(&mut store, "spin")?;
+    let grow_then_spin = instance.get_typed_func::<i32, i32>(&mut store, "grow_then_spin")?;
+    let free_spin = other.get_typed_func::<(), i32>(&mut store, "spin")?;
+    for round in 0..3 {
+        let what = |w: &str| format!("round {round}: {w}");
+        spin_is_interrupted(&mut store, &what("grown memory"), |s| {
+            grow_then_spin.call(s, 8)
+        })?;
+        assert_eq!(mem.size(&store), 9, "{}", what("size after growing"));
+        instance.reset(&mut store)?;
+        other.reset(&mut store)?;
+        assert_eq!(mem.size(&store), 1, "{}", what("reset undid the growth"));
+        assert_eq!(mem.data(&store)[16..24], [0; 8], "{}", what("reset bytes"));
+        spin_is_interrupted(&mut store, &what("after the reset"), |s| spin.call(s, ()))?;
+        spin_is_interrupted(&mut store, &what("memory-free code after the reset"), |s| {
+            free_spin.call(s, ())
+        })?;
+    }
+    Ok(())
+}
+
 /// As above for a module with a memory whose spinner touches none, so that
 /// in pointer-swap mode it polls its instance's own slot (in mprotect mode,
 /// the page below memory 0's base).
