@@ -3263,12 +3263,7 @@ fn memory_created_while_armed_starts_armed() -> Result<()> {
 /// interrupts still reach code that touches memory and code that does not.
 #[test]
 fn reset_keeps_the_instance_interruptible() -> Result<()> {
-    let mut config = config();
-    config
-        .memory_reservation(64 << 10)
-        .memory_reservation_for_growth(0)
-        .memory_may_move(true);
-    let engine = Engine::new(&config)?;
+    let engine = moving_memory_engine()?;
     let module = Module::new(&engine, MEM_SPIN_WAT)?;
     let memory_free = Module::new(&engine, MEMORY_FREE_SPIN_WAT)?;
     let mut store = Store::new(&engine, ());
@@ -3424,6 +3419,17 @@ fn spin_is_interrupted<T>(
     Ok(())
 }
 
+/// An engine whose memories move when they grow (a 64 KiB reservation with
+/// no room for growth), so that a grown memory's poll page moves too.
+fn moving_memory_engine() -> Result<Engine> {
+    let mut config = config();
+    config
+        .memory_reservation(64 << 10)
+        .memory_reservation_for_growth(0)
+        .memory_may_move(true);
+    Engine::new(&config)
+}
+
 /// Code of a module with memory polls below a memory's base: the page must
 /// be armed for a defined memory, after the memory moved (its new page),
 /// for a memory imported from another instance and for one the host
@@ -3432,13 +3438,7 @@ fn spin_is_interrupted<T>(
 /// memories' (for its functions that touch no memory).
 #[test]
 fn polls_through_a_memory_base_are_interruptible() -> Result<()> {
-    let mut config = config();
-    // A 64 KiB reservation: growing the memory moves it.
-    config
-        .memory_reservation(64 << 10)
-        .memory_reservation_for_growth(0)
-        .memory_may_move(true);
-    let engine = Engine::new(&config)?;
+    let engine = moving_memory_engine()?;
     let definer = Module::new(&engine, MEM_SPIN_WAT)?;
     let importer = Module::new(&engine, IMPORTED_MEM_SPIN_WAT)?;
     let mut store = Store::new(&engine, ());
