@@ -351,7 +351,11 @@ pub const HEAP_MMU_POLL_SLOT_OFFSET: i32 = HEAP_MMU_POLL_PAGE_OFFSET + MMU_POLL_
 /// allocation the `VMContext` has anyway.
 pub const VMCTX_MMU_POLL_SLOT_OFFSET: i32 = -8;
 
-const _: () = assert!(VMCTX_PREFIX_SIZE >= 16 && VMCTX_MMU_POLL_SLOT_OFFSET == -8);
+// The slot is a whole word of the prefix, past the back pointer (its first
+// word).
+const _: () = assert!(
+    VMCTX_MMU_POLL_SLOT_OFFSET >= 8 - VMCTX_PREFIX_SIZE as i32 && VMCTX_MMU_POLL_SLOT_OFFSET <= -8
+);
 
 /// Bytes of linear memory one write mark stands for (`1 << WRITE_MARK_SHIFT`):
 /// 4 KiB, the unit a reset restores.
