@@ -370,17 +370,15 @@ impl Instance {
     ) -> Result<Box<Instance>> {
         let size = PREFIX + module.offsets().size() as usize;
         let alloc = match mmu {
-            None => Allocation::heap(size)?,
-            Some(state) => match state.mode() {
-                MmuInterruptionMode::PointerSwap => Allocation::heap_with_slot(size, state)?,
-                // Polls of a module with a memory read below a memory's base.
-                MmuInterruptionMode::Mprotect
-                    if module.info().mmu_needs_vmctx_poll_page(state.mode()) =>
-                {
-                    Allocation::with_poll_page(size, state, vmctx_mappings)?
-                }
-                MmuInterruptionMode::Mprotect => Allocation::heap(size)?,
-            },
+            Some(state) if module.info().mmu_needs_vmctx_poll_page(state.mode()) => {
+                Allocation::with_poll_page(size, state, vmctx_mappings)?
+            }
+            Some(state) if state.mode() == MmuInterruptionMode::PointerSwap => {
+                Allocation::heap_with_slot(size, state)?
+            }
+            // No MMU interruption, or mprotect polls of a module with a
+            // memory, which read below a memory's base.
+            _ => Allocation::heap(size)?,
         };
         let prefix = alloc.start();
         let info = module.info();
