@@ -1658,7 +1658,18 @@ fn syscall_child(mut args: impl Iterator<Item = String>) -> Result<()> {
     let memory = instance
         .get_memory(&mut store, "memory")
         .context("the guest exports no memory")?;
-    let pristine = memory.data(&store).to_vec();
+    // What the memory must hold after the last reset, read from a fresh
+    // instance of its own: reading the measured instance's memory would map
+    // every one of its pages, which each kernel scan then visits ("A scan's
+    // cost follows the mapped pages" in docs/benchmarks.md).
+    let pristine = {
+        let mut fresh_store = wasmtime::Store::new(&engine, ());
+        let fresh = wasmtime::Instance::new(&mut fresh_store, &module, &[])?;
+        let fresh_memory = fresh
+            .get_memory(&mut fresh_store, "memory")
+            .context("the guest exports no memory")?;
+        fresh_memory.data(&fresh_store).to_vec()
+    };
     let mut seeds = Seeds::new(workload, &guest);
     // The same prologue in both modes: the page tracker's one-time setup
     // happens here.
