@@ -784,33 +784,26 @@ impl Memory {
             && let Some(tracker) = tracker
             && tracker.write_protect_available()
         {
-            match pristine.discovery {
-                Discovery::PrivateData => {
-                    // The first reset under this policy: from now on the
-                    // kernel tells exactly which pages get written.
-                    // SAFETY: the reservation is this memory's own mapping;
-                    // registration outlives it harmlessly (unmapping
-                    // unregisters).
-                    unsafe {
-                        tracker.register_write_protect(self.base(), self.reservation)?;
-                        tracker.write_protect(self.base(), pristine.accessible)?;
-                    }
-                    pristine.discovery = Discovery::WriteProtected;
+            if pristine.discovery == Discovery::PrivateData {
+                // The first reset under this policy: from now on the
+                // kernel tells exactly which pages get written.
+                // SAFETY: the reservation is this memory's own mapping;
+                // registration outlives it harmlessly (unmapping
+                // unregisters).
+                unsafe { tracker.register_write_protect(self.base(), self.reservation)? };
+                pristine.discovery = Discovery::WriteProtected;
+            }
+            // Arm the pages just restored, which are all the pages that hold
+            // private data (the first time too: the private-data scan named
+            // every one). A page never touched needs no arming (its first
+            // write is reported anyway), and arming the whole memory would
+            // put a marker in every entry, which each later scan walks: at
+            // 16 MiB every reset took 25 µs instead of 7.
+            if pristine.discovery == Discovery::WriteProtected {
+                for span in write_protect_spans(&written) {
+                    // SAFETY: inside the registered, accessible memory.
+                    unsafe { tracker.write_protect(self.base().add(span.start), span.len())? };
                 }
-                Discovery::WriteProtected => {
-                    if let (Some(first), Some(last)) = (written.first(), written.last()) {
-                        // One call over the span flushes the TLB once,
-                        // where one call per range would flush per range.
-                        // SAFETY: inside the registered, accessible memory.
-                        unsafe {
-                            tracker.write_protect(
-                                self.base().add(first.start),
-                                last.end - first.start,
-                            )?
-                        };
-                    }
-                }
-                Discovery::Everything => {}
             }
         }
         pristine.written = written;
@@ -990,6 +983,29 @@ fn line_is_nonzero(line: &[u8; 64]) -> bool {
         .iter()
         .fold(0, |any, word| any | u64::from_ne_bytes(*word))
         != 0
+}
+
+/// Ranges closer than this are write-protected by one call: 2 MiB, what one
+/// page table maps with 4 KiB pages. One call flushes the TLB once where a
+/// call per range would flush per range, but it also puts a marker in every
+/// unpopulated entry between the ranges, and a marker makes the kernel keep
+/// and walk that page table in every later scan; within one table the walk
+/// visits those entries anyway.
+const WRITE_PROTECT_JOIN_GAP: usize = 2 << 20;
+
+/// `written` (sorted, disjoint) joined into the spans that
+/// [`Memory::reset`] write-protects, one call each: ranges less than
+/// [`WRITE_PROTECT_JOIN_GAP`] apart share a span.
+fn write_protect_spans(written: &[Range<usize>]) -> impl Iterator<Item = Range<usize>> + '_ {
+    let mut ranges = written.iter().peekable();
+    std::iter::from_fn(move || {
+        let first = ranges.next()?;
+        let mut span = first.clone();
+        while let Some(next) = ranges.next_if(|r| r.start - span.end < WRITE_PROTECT_JOIN_GAP) {
+            span.end = next.end;
+        }
+        Some(span)
+    })
 }
 
 /// A set of pages, one bit each, with its size kept as bits get set (a
@@ -1219,6 +1235,25 @@ mod tests {
         copy_changed_lines(&mut b, &elsewhere);
         assert_eq!(a, elsewhere);
         assert_eq!(b, elsewhere);
+    }
+
+    #[test]
+    fn write_protect_spans_join_only_near_ranges() {
+        let mb = 1 << 20;
+        let spans = |ranges: &[Range<usize>]| write_protect_spans(ranges).collect::<Vec<_>>();
+        assert_eq!(spans(&[]), vec![]);
+        let one_page = std::slice::from_ref(&(0..4096));
+        assert_eq!(spans(one_page), one_page.to_vec());
+        // Less than the gap apart: one span, one TLB flush.
+        assert_eq!(
+            spans(&[0..4096, 8192..12288, 2 * mb - 4096..2 * mb]),
+            vec![0..2 * mb]
+        );
+        // The gap or more apart: separate spans.
+        assert_eq!(
+            spans(&[0..4096, 4096 + 2 * mb..8192 + 2 * mb, 16 * mb..17 * mb]),
+            vec![0..4096, 4096 + 2 * mb..8192 + 2 * mb, 16 * mb..17 * mb]
+        );
     }
 
     #[test]

@@ -10,7 +10,9 @@
 //!   kernel resolves that fault itself, so no thread ever blocks on the
 //!   userfaultfd and it never needs to be read. Re-protecting after a reset
 //!   starts a fresh record, so a page restored by `memcpy` is not reported
-//!   again next time ([`PageTracker::written_since_protect`]).
+//!   again next time ([`PageTracker::written_since_protect`]). Only pages
+//!   that hold data need arming: a never-touched page is reported only
+//!   once a write gives it data.
 //! * **Anonymous pages**, without userfaultfd: a page that is neither the
 //!   file's page (`FILE`) nor the shared zero page (`PFNZERO`) but present
 //!   or swapped was written at some point since it was mapped
@@ -341,9 +343,8 @@ impl PageTracker {
     /// Registering splits kernel memory areas at the range's ends; mind
     /// `vm.max_map_count` with many memories. Registering a range twice is
     /// harmless; a range registered with another userfaultfd fails with
-    /// `EBUSY`. Until the range is armed with
-    /// [`write_protect`](Self::write_protect), its untouched pages read as
-    /// written.
+    /// `EBUSY`. Until a page that holds data is armed with
+    /// [`write_protect`](Self::write_protect), it reads as written.
     ///
     /// An error (saying why) when write protection is unavailable, see
     /// [`write_protect_available`](Self::write_protect_available).
@@ -395,9 +396,11 @@ impl PageTracker {
     /// [`written_since_protect`](Self::written_since_protect).
     ///
     /// One `PAGEMAP_SCAN` with `WP_MATCHING | CHECK_WPASYNC` and no region
-    /// output: a single walk and a single TLB flush for the whole range, and
-    /// unpopulated entries get a marker (so a first write to a never-touched
-    /// page is recorded too). It filters on no category (`category_mask` 0)
+    /// output: a single walk and a single TLB flush for the whole range.
+    /// Unpopulated entries get a marker, which the record does not need (a
+    /// never-touched page is not reported until written, marker or not) but
+    /// every later scan visits: protect the pages that hold data, not a
+    /// whole memory. It filters on no category (`category_mask` 0)
     /// because the intent is "every page": a `WRITTEN` filter would name
     /// the same pages (protecting a protected page changes nothing, and the
     /// kernel skips those anyway) but make the result depend on how the
@@ -470,17 +473,17 @@ impl PageTracker {
     ///
     /// This includes writes by the kernel (`read(2)` into the memory) and
     /// pages that were written and are now in swap (a swapped entry keeps
-    /// its write-protect bit). The filter is `WRITTEN & !FILE & !PFNZERO`:
-    /// a written page of a `MAP_PRIVATE` file mapping is a private copy and
-    /// no longer `FILE`; the shared zero page (a read) is never data to
-    /// restore. A page of anonymous memory zapped after protecting it
-    /// (`MADV_DONTNEED`) has lost its protection and reads as written until
-    /// it is read (then it is the zero page, excluded) or protected again:
-    /// reported, which only costs a needless restore. (In a `MAP_PRIVATE`
-    /// file mapping a zapped page that was still protected keeps its
-    /// protection.) Likewise, in a range registered but not yet armed,
-    /// every page that is not the file's or the zero page reads as written,
-    /// untouched ones included: arm a range before relying on this.
+    /// its write-protect bit). The filter is `WRITTEN & !FILE & !PFNZERO`
+    /// among pages that hold data (`PRESENT` or `SWAPPED`): a written page
+    /// of a `MAP_PRIVATE` file mapping is a private copy and no longer
+    /// `FILE`; the shared zero page (a read) is never data to restore; and
+    /// an unpopulated entry holds nothing (the kernel reads it as `WRITTEN`
+    /// inside a registered area, marker or not, so the filter must exclude
+    /// it). So a page never touched is not reported, armed or not, and its
+    /// first write makes a page without protection, which is: arming only
+    /// the pages that hold data gives an exact record, and a page a caller
+    /// zaps (`MADV_DONTNEED`) drops out of it (it reads zeros or the file
+    /// again; restoring what it held is the zapper's business).
     /// Writes through a `MAP_SHARED` mapping are not found (they stay
     /// `FILE`); those reach the file and are not a reset's business.
     ///
@@ -506,7 +509,7 @@ impl PageTracker {
                 check_wpasync: true,
                 mask: PAGE_IS_WRITTEN | PAGE_IS_FILE | PAGE_IS_PFNZERO,
                 inverted: PAGE_IS_FILE | PAGE_IS_PFNZERO,
-                anyof: 0,
+                anyof: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
             },
             out,
         )
@@ -1360,21 +1363,23 @@ mod tests {
         if skip_without_write_protect() {
             return;
         }
-        // Armed anonymous memory: a zapped page loses its protection. It
-        // reads as written (a needless restore, but safe) until it is read
-        // and becomes the zero page.
+        // Armed anonymous memory: a zapped page loses its protection and
+        // its data; it is a hole again, which is not reported (it reads
+        // zeros, and whoever zapped it restores what it must), and reading
+        // it maps the zero page, which is not reported either.
         let m = Mapping::anon(16, libc::PROT_READ | libc::PROT_WRITE);
         m.register_and_protect();
         m.write(3, 1);
+        assert_eq!(m.written(), pages(&[3]));
         // SAFETY: advice on this test's own page; its contents become zero.
         let rc = unsafe { libc::madvise(m.page_ptr(3).cast(), page(), libc::MADV_DONTNEED) };
         assert_eq!(rc, 0);
-        assert_eq!(m.written(), pages(&[3]));
+        assert_eq!(m.written(), vec![]);
         assert_eq!(m.read(3), 0);
         assert_eq!(m.written(), vec![]);
 
         // A registered file mapping before arming: the pages only read are
-        // the file's; only the holes read as written.
+        // the file's, the one never touched is a hole; nothing is reported.
         let data = image(8);
         let f = Mapping::memfd_private(&data);
         // SAFETY: this test's own mapping.
@@ -1384,7 +1389,46 @@ mod tests {
                 assert_eq!(f.read(i), data[i * page()]);
             }
         }
-        assert_eq!(f.written(), pages(&[4]));
+        assert_eq!(f.written(), vec![]);
+        f.write(6, 9);
+        assert_eq!(f.written(), pages(&[6]));
+    }
+
+    /// 11. Arming only the pages that hold data is enough for an exact
+    ///     record: a page never touched is a hole, not reported, and its
+    ///     first write makes a page without protection, reported. This is
+    ///     what lets a reset protect just the pages it restored instead of
+    ///     the whole memory, whose markers every later scan would walk.
+    #[test]
+    fn arming_the_pages_that_hold_data_is_exact() {
+        if skip_without_write_protect() {
+            return;
+        }
+        for file in [false, true] {
+            let data = image(16);
+            let m = if file {
+                Mapping::memfd_private(&data)
+            } else {
+                Mapping::anon(16, libc::PROT_READ | libc::PROT_WRITE)
+            };
+            // SAFETY: this test's own mapping.
+            unsafe { tracker().register_write_protect(m.ptr, m.len).unwrap() };
+            m.write(2, 1);
+            m.write(3, 1);
+            let _ = m.read(9);
+            assert_eq!(m.written(), pages(&[2, 3]), "file: {file}");
+            // Protect only what holds data, pages 2 and 3.
+            // SAFETY: this test's own, registered mapping.
+            unsafe { tracker().write_protect(m.page_ptr(2), 2 * page()).unwrap() };
+            assert_eq!(m.written(), vec![], "file: {file}");
+            m.write(12, 1);
+            assert_eq!(m.written(), pages(&[12]), "file: {file}");
+            m.write(3, 2);
+            assert_eq!(m.written(), pages(&[3, 12]), "file: {file}");
+            // A page only read stays unreported until it is written.
+            m.write(9, 5);
+            assert_eq!(m.written(), pages(&[3, 9, 12]), "file: {file}");
+        }
     }
 
     /// A forked child gets its own pagemap (on the same, still close-on-exec
