@@ -1710,9 +1710,13 @@ pub enum ResetPolicy {
     /// write-protect the restored pages with userfaultfd's asynchronous
     /// write protection, so that the next reset is told exactly which pages
     /// the guest wrote since. One TLB-flushing call per reset (the
-    /// re-protection), none per page; the memory stays resident. Where the
-    /// kernel refuses userfaultfd, restored pages are reported again at
-    /// every later reset and copied again (see
+    /// re-protection), none per page; the memory stays resident. Nothing
+    /// bounds what stays resident: every page restored once is looked at
+    /// by each later query, so where requests write different pages of a
+    /// large memory each time, resets get slower until every page has been
+    /// written once (the budget of [`ResetPolicy::ShootdownFree`] bounds
+    /// that). Where the kernel refuses userfaultfd, restored pages are
+    /// reported again at every later reset and copied again (see
     /// [`ResetPolicy::ShootdownFree`]), without a budget.
     Copy,
     /// Copy each written page from the memory's image (or zero it), with no
