@@ -496,6 +496,60 @@ fn many_resets_with_rotating_pages() {
     });
 }
 
+/// `ResetPolicy::Copy` keeps every page it restores resident, and trims
+/// that set (decommits it, writes the overlay back) once it outgrows what
+/// one reset restores by far. Two pages written per request, rotating over
+/// a 512 KiB memory (128 host pages, beyond the trimming floor), go
+/// through that path every few dozen resets; the start function's write
+/// (an overlay page) must survive each trim.
+#[test]
+fn copy_trims_the_pages_rotating_writes_keep_resident() {
+    const ROTATING: &str = r#"
+(module
+  (memory (export "mem") 8)
+  (data (i32.const 100) "image")
+  (func $start (i32.store8 (i32.const 300000) (i32.const 7)))
+  (start $start)
+  (func (export "store") (param i32 i32) (i32.store8 (local.get 0) (local.get 1))))
+"#;
+    const HOST_PAGES: u32 = 128;
+    for (name, pooling) in [("on demand", false), ("pooling", true)] {
+        let mut config = Config::new();
+        config.instance_reset_policy(ResetPolicy::Copy);
+        if pooling {
+            config.allocation_strategy(pooled());
+        }
+        let engine = Engine::new(&config).unwrap();
+        let module = Module::new(&engine, ROTATING).unwrap();
+        let mut store = Store::new(&engine, ());
+        let fresh = Instance::new(&mut store, &module, &[]).unwrap();
+        let pristine = fresh
+            .get_memory(&mut store, "mem")
+            .unwrap()
+            .data(&store)
+            .to_vec();
+        assert_eq!(pristine[300000], 7);
+        let instance = Instance::new(&mut store, &module, &[]).unwrap();
+        let memory = instance.get_memory(&mut store, "mem").unwrap();
+        let poke = instance
+            .get_typed_func::<(i32, i32), ()>(&mut store, "store")
+            .unwrap();
+        for round in 0..600u32 {
+            for k in 0..2 {
+                let page = (round * 2 + k) % HOST_PAGES;
+                poke.call(&mut store, ((page * 4096 + round % 4096) as i32, 0x5a))
+                    .unwrap();
+            }
+            instance.reset(&mut store).unwrap();
+            if round % 20 == 19 {
+                let now = memory.data(&store);
+                let differs = now.iter().zip(&pristine).position(|(a, b)| a != b);
+                assert_eq!(differs, None, "{name}: round {round}, first differing byte");
+            }
+        }
+    }
+}
+
 /// Found by the `reset` fuzz target: a memory with no pages and no
 /// reservation has a dangling base and an empty mapping, which the page
 /// queries and the write-protect registration must take in their stride.
