@@ -1710,13 +1710,14 @@ pub enum ResetPolicy {
     /// write-protect the restored pages with userfaultfd's asynchronous
     /// write protection, so that the next reset is told exactly which pages
     /// the guest wrote since. One TLB-flushing call per reset (the
-    /// re-protection), none per page; the memory stays resident. Nothing
-    /// bounds what stays resident: every page restored once is looked at
-    /// by each later query, so where requests write different pages of a
-    /// large memory each time, resets get slower until every page has been
-    /// written once (the budget of [`ResetPolicy::ShootdownFree`] bounds
-    /// that). Where the kernel refuses userfaultfd, restored pages are
-    /// reported again at every later reset and copied again (see
+    /// re-protection), none per page; the pages restored stay resident, and
+    /// each later query looks at them. Where requests write different
+    /// pages each time that set grows, so a reset decommits it (as
+    /// [`ResetPolicy::Decommit`]) once it holds more than 64 pages and
+    /// more than sixteen times the pages that reset restores; requests
+    /// that write the same pages every time never see that. Where the
+    /// kernel refuses userfaultfd, restored pages are reported again at
+    /// every later reset and copied again (see
     /// [`ResetPolicy::ShootdownFree`]), without a budget.
     Copy,
     /// Copy each written page from the memory's image (or zero it), with no
