@@ -477,9 +477,10 @@ impl PageTracker {
     /// among pages that hold data (`PRESENT` or `SWAPPED`): a written page
     /// of a `MAP_PRIVATE` file mapping is a private copy and no longer
     /// `FILE`; the shared zero page (a read) is never data to restore; and
-    /// an unpopulated entry holds nothing (the kernel reads it as `WRITTEN`
-    /// inside a registered area, marker or not, so the filter must exclude
-    /// it). So a page never touched is not reported, armed or not, and its
+    /// an unpopulated entry holds nothing (without a marker the kernel
+    /// reads it as `WRITTEN` inside a registered area, so the filter must
+    /// exclude it; a marker reads `SWAPPED` and protected). So a page never
+    /// touched is not reported, armed or not, and its
     /// first write makes a page without protection, which is: arming only
     /// the pages that hold data gives an exact record, and a page a caller
     /// zaps (`MADV_DONTNEED`) drops out of it (it reads zeros or the file
