@@ -134,6 +134,25 @@ struct Pristine {
     rewritten: Vec<Range<usize>>,
 }
 
+impl Pristine {
+    /// With `decommit`, makes `written` every page copied since the last
+    /// decommit (this reset's among them), so that they all go back to the
+    /// image at once, and starts the copied set over. Returns `decommit`.
+    fn decommit_copied_if(
+        &mut self,
+        decommit: bool,
+        page: usize,
+        written: &mut Vec<Range<usize>>,
+    ) -> bool {
+        if decommit {
+            written.clear();
+            self.copied.ranges(page, written);
+            self.copied.clear();
+        }
+        decommit
+    }
+}
+
 /// How a reset learns which pages were written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Discovery {
@@ -727,16 +746,7 @@ impl Memory {
                 // The marks say what this call wrote, not what stays
                 // private from earlier resets' copies: count those here.
                 let copied = pristine.copied.note(&written, page);
-                if copied * page > resident_budget {
-                    // Everything copied since the last decommit goes back
-                    // to the image at once, this call's pages with it.
-                    written.clear();
-                    pristine.copied.ranges(page, &mut written);
-                    pristine.copied.clear();
-                    true
-                } else {
-                    false
-                }
+                pristine.decommit_copied_if(copied * page > resident_budget, page, &mut written)
             }
             ResetPolicy::ShootdownFree { resident_budget } => written_bytes > resident_budget,
             ResetPolicy::Copy if !marked => {
@@ -744,14 +754,8 @@ impl Memory {
                 // looks at it: trim the set when it outgrows what this
                 // reset restores by far (see `copy_should_trim`).
                 let copied = pristine.copied.note(&written, page);
-                if copy_should_trim(copied, written_bytes.div_ceil(page)) {
-                    written.clear();
-                    pristine.copied.ranges(page, &mut written);
-                    pristine.copied.clear();
-                    true
-                } else {
-                    false
-                }
+                let trim = copy_should_trim(copied, written_bytes.div_ceil(page));
+                pristine.decommit_copied_if(trim, page, &mut written)
             }
             _ => false,
         };
