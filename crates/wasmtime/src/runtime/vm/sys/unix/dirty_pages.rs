@@ -985,14 +985,20 @@ mod tests {
             out
         }
 
-        fn register_and_protect(&self) {
-            // SAFETY: this test's own mapping.
+        fn register(&self) {
+            // SAFETY: the range is this mapping's, mapped for its whole
+            // length and owned by the test alone, so registering it changes
+            // no one else's memory.
             unsafe {
                 tracker()
                     .register_write_protect(self.ptr, self.len)
-                    .unwrap();
-                tracker().write_protect(self.ptr, self.len).unwrap();
-            }
+                    .unwrap()
+            };
+        }
+
+        fn register_and_protect(&self) {
+            self.register();
+            self.protect();
         }
 
         fn protect(&self) {
@@ -1383,8 +1389,7 @@ mod tests {
         // the file's, the one never touched is a hole; nothing is reported.
         let data = image(8);
         let f = Mapping::memfd_private(&data);
-        // SAFETY: this test's own mapping.
-        unsafe { tracker().register_write_protect(f.ptr, f.len).unwrap() };
+        f.register();
         for i in 0..8 {
             if i != 4 {
                 assert_eq!(f.read(i), data[i * page()]);
@@ -1412,8 +1417,7 @@ mod tests {
             } else {
                 Mapping::anon(16, libc::PROT_READ | libc::PROT_WRITE)
             };
-            // SAFETY: this test's own mapping.
-            unsafe { tracker().register_write_protect(m.ptr, m.len).unwrap() };
+            m.register();
             m.write(2, 1);
             m.write(3, 1);
             let _ = m.read(9);
