@@ -132,6 +132,11 @@ struct Pristine {
     /// decommitted (the overlay pages it wrote back); reused like
     /// `written`.
     rewritten: Vec<Range<usize>>,
+    /// The page tables a trimming reset releases whole (see
+    /// [`Memory::page_tables_to_release`]), and the present pages it looked
+    /// at to choose them; both reused like `written`.
+    released_tables: Vec<Range<usize>>,
+    present: Vec<Range<usize>>,
 }
 
 impl Pristine {
@@ -615,6 +620,8 @@ impl Memory {
             last_written_bytes: 0,
             copied: CopiedPages::default(),
             rewritten: Vec::new(),
+            released_tables: Vec::new(),
+            present: Vec::new(),
         });
         // What the start function marked is part of the pristine state
         // (found below through the kernel), not something to undo.
@@ -760,15 +767,30 @@ impl Memory {
             _ => false,
         };
         pristine.rewritten.clear();
+        let mut released_tables = std::mem::take(&mut pristine.released_tables);
+        released_tables.clear();
+        // A trim releases pages gathered over several resets; a `Decommit`
+        // reset releases only its own, every time, and would pay the look
+        // for present pages on every reset.
+        if decommit
+            && !marked
+            && policy != ResetPolicy::Decommit
+            && let Some(tracker) = tracker
+        {
+            self.page_tables_to_release(tracker, pristine, &written, &mut released_tables)?;
+        }
         for range in &written {
             if decommit {
-                // SAFETY: the range is inside the accessible memory (the
-                // scan covered nothing else); its contents are about to be
-                // replaced by the pristine ones, which is the point.
-                unsafe {
-                    self.mmap
-                        .decommit(self.base_offset + range.start, range.len())?
-                };
+                if !covered(&released_tables, range.clone()) {
+                    // SAFETY: the range is inside the accessible memory
+                    // (the scan covered nothing else); its contents are
+                    // about to be replaced by the pristine ones, which is
+                    // the point.
+                    unsafe {
+                        self.mmap
+                            .decommit(self.base_offset + range.start, range.len())?
+                    };
+                }
                 for offset in range.clone().step_by(page) {
                     if let Some(bytes) = overlay_page(pristine, offset, page) {
                         self.write_page(offset, bytes);
@@ -781,6 +803,19 @@ impl Memory {
                 }
             }
         }
+        for table in &released_tables {
+            // SAFETY: `page_tables_to_release` chose whole page tables
+            // inside the accessible memory, outside the image's mapping,
+            // holding no overlay page and no present page that is not
+            // being released anyway: what they hold is pristine (the image
+            // or zeros) once released, and no guest code runs during a
+            // reset.
+            unsafe {
+                self.mmap
+                    .decommit(self.base_offset + table.start, table.len())?
+            };
+        }
+        pristine.released_tables = released_tables;
         if policy == ResetPolicy::Copy && !marked && decommit {
             // The overlay pages written back are what stays resident now.
             pristine.copied.note(&pristine.rewritten, page);
@@ -843,6 +878,107 @@ impl Memory {
             }
         }
         pristine.written = written;
+        Ok(())
+    }
+
+    /// Appends to `out` the page tables (as sorted, disjoint byte ranges of
+    /// the memory, one table's reach each) that a reset releasing
+    /// `released` (sorted) should release whole.
+    ///
+    /// Releasing a few pages leaves their page table behind, empty, and
+    /// every later `PAGEMAP_SCAN` walks all of its entries (about 1.2 µs a
+    /// table here): with requests writing new pages each time, a trim after
+    /// a trim leaves empty tables all over a large memory, and at 16 MiB
+    /// every scan walked eight of them. The kernel frees a table when one
+    /// `MADV_DONTNEED` covers all of it and leaves it empty, so a table is
+    /// released whole when that loses nothing:
+    ///
+    /// * it lies inside the accessible memory and outside the image's
+    ///   mapping, so one mapping covers it (the kernel frees only a table
+    ///   whose range one call zaps within one mapping) and releasing it
+    ///   yields zeros, the pristine bytes of every page there that is not
+    ///   an overlay page;
+    /// * it holds no overlay page (those would be written back at once);
+    /// * every present page in it is being released anyway: a page the
+    ///   guest only read (the zero page) would cost a fault to bring back.
+    ///   Swapped-out pages and write-protect markers do not count: a page
+    ///   not in `released` holds its pristine bytes or was never written
+    ///   (the scan that found `released` reports every other one), so
+    ///   dropping it loses nothing, and a dropped marker only means that a
+    ///   later first write is found as a page holding data.
+    ///
+    /// Costs one read-only scan of the candidate tables per trim.
+    fn page_tables_to_release(
+        &self,
+        tracker: &PageTracker,
+        pristine: &mut Pristine,
+        released: &[Range<usize>],
+        out: &mut Vec<Range<usize>>,
+    ) -> Result<()> {
+        let page = host_page_size();
+        let span = page_table_reach(page);
+        let base = self.base().addr();
+        // Whole tables are addressed absolutely; `from` is the first
+        // table boundary at or after the base.
+        let from = base.next_multiple_of(span) - base;
+        let image = self
+            .image
+            .as_deref()
+            .map_or(0..0, |image| image.offset()..image.offset() + image.len());
+        for range in released {
+            let mut table = from + (range.start.max(from) - from) / span * span;
+            while table < range.end && table + span <= pristine.accessible {
+                let candidate = table..table + span;
+                let holds_overlay = {
+                    let i = pristine
+                        .overlay_offsets
+                        .partition_point(|&o| o < candidate.start);
+                    pristine
+                        .overlay_offsets
+                        .get(i)
+                        .is_some_and(|&o| o < candidate.end)
+                };
+                let in_image = image.start < candidate.end && candidate.start < image.end;
+                if !holds_overlay && !in_image && out.last() != Some(&candidate) {
+                    out.push(candidate);
+                }
+                table += span;
+            }
+        }
+        if out.is_empty() {
+            return Ok(());
+        }
+        // One scan per run of adjacent candidates.
+        let mut present = std::mem::take(&mut pristine.present);
+        present.clear();
+        let mut run_start = 0;
+        for i in 0..out.len() {
+            if out.get(i + 1).is_some_and(|next| next.start == out[i].end) {
+                continue;
+            }
+            let run = out[run_start].start..out[i].end;
+            let before = present.len();
+            let scanned =
+                tracker.present_pages(self.base().wrapping_add(run.start), run.len(), &mut present);
+            if let Err(err) = scanned {
+                pristine.present = present;
+                out.clear();
+                return Err(err);
+            }
+            // The scan reports offsets from where it started.
+            for found in &mut present[before..] {
+                *found = found.start + run.start..found.end + run.start;
+            }
+            run_start = i + 1;
+        }
+        out.retain(|table| {
+            let i = present.partition_point(|p| p.end <= table.start);
+            present[i..]
+                .iter()
+                .take_while(|p| p.start < table.end)
+                .all(|p| covered(released, p.start.max(table.start)..p.end.min(table.end)))
+        });
+        pristine.present = present;
         Ok(())
     }
 
@@ -1019,6 +1155,25 @@ fn line_is_nonzero(line: &[u8; 64]) -> bool {
         .iter()
         .fold(0, |any, word| any | u64::from_ne_bytes(*word))
         != 0
+}
+
+/// The bytes one last-level page table maps with `page`-sized pages: a
+/// page of 8-byte entries (2 MiB with 4 KiB pages, 32 MiB with 16 KiB).
+fn page_table_reach(page: usize) -> usize {
+    page / size_of::<u64>() * page
+}
+
+/// Whether `ranges` (sorted, disjoint) cover every byte of `r`.
+fn covered(ranges: &[Range<usize>], r: Range<usize>) -> bool {
+    let mut at = r.start;
+    while at < r.end {
+        let i = ranges.partition_point(|x| x.end <= at);
+        match ranges.get(i) {
+            Some(x) if x.start <= at => at = x.end,
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// Under `ResetPolicy::Copy`, whether a reset should decommit the pages
@@ -1418,6 +1573,13 @@ mod tests {
     /// A memory of `pages` Wasm pages with `b"image"` at 4096 in a CoW
     /// image, its pristine state captured.
     fn imaged_memory(pages: u64) -> Box<Memory> {
+        let mut m = uncaptured_imaged_memory(pages);
+        m.capture_pristine(false).unwrap();
+        m
+    }
+
+    /// [`imaged_memory`] before its pristine state is captured.
+    fn uncaptured_imaged_memory(pages: u64) -> Box<Memory> {
         let wat = format!(r#"(module (memory {pages}) (data (i32.const 4096) "image"))"#);
         let bytes = wat::parse_str(&wat).unwrap();
         let info = wasmtime_environ::ModuleTranslation::new(
@@ -1432,7 +1594,7 @@ mod tests {
             .cloned();
         assert!(image.is_some());
         // SAFETY: the memory owns its definition.
-        let mut m = unsafe {
+        unsafe {
             Memory::new(
                 &ty(pages, None),
                 &Tunables::default(),
@@ -1442,9 +1604,7 @@ mod tests {
                 None,
             )
         }
-        .unwrap();
-        m.capture_pristine(false).unwrap();
-        m
+        .unwrap()
     }
 
     fn poke(m: &Memory, offset: usize, value: u8) {
@@ -1513,6 +1673,129 @@ mod tests {
         // budget, and that reset decommits it and starts over.
         assert_eq!(&found[..8], &[2, 3, 4, 5, 6, 7, 8, 9], "{found:?}");
         assert_eq!(found[8], 2, "{found:?}");
+    }
+
+    #[test]
+    fn trims_release_whole_page_tables_that_hold_nothing_else() {
+        let Some(tracker) = PageTracker::get() else {
+            eprintln!("skipped: this kernel has no PAGEMAP_SCAN");
+            return;
+        };
+        let page = host_page_size();
+        let span = page_table_reach(page);
+        // 10 MiB and 64 KiB: at least four tables lie wholly inside past
+        // the image's page (at 4096), wherever the base falls, and the last
+        // one reaches past the end unless the base falls just so.
+        let mut m = uncaptured_imaged_memory(161);
+        // The first table boundary past the image's page.
+        let from = (m.base().addr() + 4096 + page).next_multiple_of(span) - m.base().addr();
+        let table = |i: usize| from + i * span;
+        assert!(table(4) <= m.byte_size());
+        // An overlay page in table 2: instantiation wrote it.
+        poke(&m, table(2) + 3 * page, 9);
+        m.capture_pristine(true).unwrap();
+        // Table 0: two written pages, nothing else. Table 1: a written page
+        // and a page the guest only read (the zero page is mapped there).
+        // Table 2: a written page beside the overlay page. Table 3: written
+        // pages and a read one, all released. The image's page is released
+        // too; its table is never whole-released.
+        for at in [
+            table(0),
+            table(0) + page,
+            table(1),
+            table(2),
+            table(3),
+            table(3) + page,
+        ] {
+            poke(&m, at + 5, 1);
+        }
+        assert_eq!(peek(&m, table(1) + 7 * page), 0);
+        assert_eq!(peek(&m, table(3) + 2 * page), 0);
+        poke(&m, 4096, b'X');
+        let released = [
+            4096..4096 + page,
+            table(0)..table(0) + 2 * page,
+            table(1)..table(1) + page,
+            table(2)..table(2) + page,
+            table(3)..table(3) + 3 * page,
+        ];
+        let mut pristine = m.pristine.take().unwrap();
+        let mut chosen = Vec::new();
+        m.page_tables_to_release(tracker, &mut pristine, &released, &mut chosen)
+            .unwrap();
+        assert_eq!(
+            chosen,
+            [table(0)..table(1), table(3)..table(4)],
+            "only tables whose present pages are all released (table 1 keeps a read page, \
+             table 2 an overlay page)"
+        );
+        // A table reaching past the accessible memory is never chosen.
+        let tail = from + (m.byte_size() - from) / span * span;
+        if tail < m.byte_size() {
+            let mut chosen = Vec::new();
+            let past_the_end = tail..m.byte_size();
+            let past_the_end = std::slice::from_ref(&past_the_end);
+            m.page_tables_to_release(tracker, &mut pristine, past_the_end, &mut chosen)
+                .unwrap();
+            assert_eq!(chosen, [], "the last table reaches past the memory");
+        } else {
+            println!("this memory ends on a table boundary: no table reaches past it");
+        }
+        m.pristine = Some(pristine);
+
+        // Through resets: `ShootdownFree` with a budget of two pages trims
+        // every reset here; the read page of table 1 stays mapped, the
+        // overlay page and the image come back, and the written pages read
+        // zeros.
+        let policy = ResetPolicy::ShootdownFree {
+            resident_budget: 2 * page,
+        };
+        for round in 0..3 {
+            for at in [table(0), table(0) + page, table(1), table(3)] {
+                poke(&m, at + 5, 1);
+            }
+            poke(&m, table(2) + 3 * page, 1);
+            m.reset(policy).unwrap();
+            // Before reading anything back, which maps pages again.
+            let mut present = Vec::new();
+            tracker
+                .present_pages(m.base(), m.byte_size(), &mut present)
+                .unwrap();
+            let read = table(1) + 7 * page;
+            assert!(
+                present.iter().any(|r| r.contains(&read)),
+                "round {round}: the page only read is still mapped: {present:?}"
+            );
+            assert!(
+                !present
+                    .iter()
+                    .any(|r| r.start < table(1) && table(0) < r.end),
+                "round {round}: table 0 was released: {present:?}"
+            );
+            for at in [table(0), table(0) + page, table(1), table(3)] {
+                assert_eq!(peek(&m, at + 5), 0, "round {round}");
+            }
+            assert_eq!(
+                peek(&m, table(2) + 3 * page),
+                9,
+                "round {round}: the overlay"
+            );
+            assert_eq!(peek(&m, 4096), b'i', "round {round}: the image");
+        }
+    }
+
+    #[test]
+    fn covered_needs_every_byte() {
+        let ranges = [0..10, 10..20, 30..40];
+        assert!(covered(&ranges, 0..20));
+        assert!(covered(&ranges, 5..15));
+        assert!(covered(&ranges, 35..40));
+        assert!(covered(&ranges, 7..7));
+        assert!(!covered(&ranges, 15..31));
+        assert!(!covered(&ranges, 39..41));
+        assert!(!covered(&[], 0..1));
+        assert_eq!(page_table_reach(4096), 2 << 20);
+        assert_eq!(page_table_reach(16384), 32 << 20);
     }
 
     #[test]

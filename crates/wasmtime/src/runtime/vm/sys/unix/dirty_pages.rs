@@ -552,6 +552,33 @@ impl PageTracker {
         )
     }
 
+    /// Appends to `out` (in the same form as
+    /// [`written_since_protect`](Self::written_since_protect)) the pages of
+    /// `[addr, addr + len)` that are mapped to a page frame now: private
+    /// data, the shared zero page and file pages alike. These are the pages
+    /// whose release costs a fault when they are next touched; swapped
+    /// pages and write-protect markers are not among them (releasing those
+    /// costs nothing later). Unmapped gaps report nothing. The range must be
+    /// page-aligned. On error nothing is appended.
+    pub fn present_pages(
+        &self,
+        addr: *const u8,
+        len: usize,
+        out: &mut Vec<Range<usize>>,
+    ) -> Result<()> {
+        self.collect(
+            addr,
+            len,
+            Filter {
+                check_wpasync: false,
+                mask: 0,
+                inverted: 0,
+                anyof: PAGE_IS_PRESENT,
+            },
+            out,
+        )
+    }
+
     /// The userfaultfd, or an error saying why there is none to use.
     fn usable_uffd(&self) -> Result<RawFd> {
         let Some(uffd) = &self.uffd else {
