@@ -1321,7 +1321,7 @@ fn map_memory(
     let Some(total) = total else {
         bail!("linear memory reservation is too large for the address space");
     };
-    let mmap = Mmap::reserve(total)?;
+    let mmap = Mmap::reserve_for_memory(total)?;
     let guard_before = usize::try_from(plan.guard_before)?;
     // SAFETY: the mapping is fresh and `accessible <= reservation`.
     unsafe { mmap.make_accessible(guard_before, accessible)? };

@@ -175,7 +175,7 @@ impl Pool {
         let total = stride
             .checked_mul(limits.total_memories)
             .ok_or_else(|| anyhow::anyhow!("the memory pool's size overflows the address space"))?;
-        let mapping = Mmap::reserve(total).map_err(|e| {
+        let mapping = Mmap::reserve_for_memory(total).map_err(|e| {
             e.context(format!(
                 "failed to reserve {} memory slots of {stride:#x} bytes for the pooling allocator",
                 limits.total_memories
