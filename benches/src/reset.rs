@@ -1612,8 +1612,10 @@ fn syscalls_of(strace: &Path, resets: usize, case: &SyscallCase) -> Result<()> {
 
 /// The traced child: `CHILD reset|calls N [POLICY [SIZE [WORKLOAD]]]`,
 /// POLICY one of `shootdown-free` (the default, with a budget of the
-/// memory's size), `marked` (the same with write marks), `copy` or
-/// `decommit`, SIZE the memory's (default 256 KiB), WORKLOAD `fixed` (the
+/// memory's size, or of BYTES as `shootdown-free:BYTES`, e.g.
+/// `shootdown-free:64k`, the engine's default budget), `marked` (the same
+/// with write marks, also with `:BYTES`), `copy` or `decommit`, SIZE the
+/// memory's (default 256 KiB), WORKLOAD `fixed` (the
 /// default) or `rotating`. The optional arguments are also for looking at
 /// other policies by hand, e.g.
 /// `strace -c -w bench __reset-syscalls-child reset 10000 copy 16m`.
@@ -1636,11 +1638,19 @@ fn syscall_child(mut args: impl Iterator<Item = String>) -> Result<()> {
         Some(other) => bail!("{CHILD}: workload `{other}`: fixed or rotating"),
     };
     let guest = Guest::new(size)?;
+    let (policy, budget) = match policy.split_once(':') {
+        Some((policy, budget)) => (
+            policy.to_string(),
+            Some(parse_size(budget).with_context(|| format!("{CHILD}: budget `{budget}`"))?),
+        ),
+        None => (policy, None),
+    };
     let marked = policy == "marked";
     let policy = match policy.as_str() {
         "shootdown-free" | "marked" => wasmtime::ResetPolicy::ShootdownFree {
-            resident_budget: guest.size,
+            resident_budget: budget.unwrap_or(guest.size),
         },
+        _ if budget.is_some() => bail!("{CHILD}: only shootdown-free and marked take a budget"),
         "copy" => wasmtime::ResetPolicy::Copy,
         "decommit" => wasmtime::ResetPolicy::Decommit,
         _ => bail!("{CHILD}: policy `{policy}`: shootdown-free, marked, copy or decommit"),
