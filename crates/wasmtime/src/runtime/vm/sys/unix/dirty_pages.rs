@@ -555,11 +555,12 @@ impl PageTracker {
     /// Appends to `out` (in the same form as
     /// [`written_since_protect`](Self::written_since_protect)) the pages of
     /// `[addr, addr + len)` that are mapped to a page frame now: private
-    /// data, the shared zero page and file pages alike. These are the pages
-    /// whose release costs a fault when they are next touched; swapped
-    /// pages and write-protect markers are not among them (releasing those
-    /// costs nothing later). Unmapped gaps report nothing. The range must be
-    /// page-aligned. On error nothing is appended.
+    /// data, the shared zero page and file pages alike: the pages that are
+    /// mapped for free today and would cost a fault to map again once
+    /// released. Swapped-out pages and write-protect markers are not among
+    /// them (no page frame backs them; touching them faults either way).
+    /// Unmapped gaps report nothing. The range must be page-aligned. On
+    /// error nothing is appended.
     pub fn present_pages(
         &self,
         addr: *const u8,
