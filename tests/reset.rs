@@ -621,6 +621,57 @@ fn trims_that_release_whole_page_tables_lose_nothing() {
     }
 }
 
+/// Linear memories are never backed by transparent huge pages: on a host
+/// whose THP setting is `always` one write would make 512 pages written.
+/// The mapping holding the memory (on demand, pooled, and a pooled slot
+/// used again after its first instance was dropped) carries the
+/// `MADV_NOHUGEPAGE` flag, `nh` in `/proc/self/smaps`.
+#[test]
+fn memories_refuse_transparent_huge_pages() {
+    fn flags_of(addr: usize) -> Vec<String> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            let range = line.split(' ').next().and_then(|r| r.split_once('-'));
+            if let Some((start, end)) = range
+                && let (Ok(start), Ok(end)) = (
+                    usize::from_str_radix(start, 16),
+                    usize::from_str_radix(end, 16),
+                )
+            {
+                inside = start <= addr && addr < end;
+            } else if inside && let Some(flags) = line.strip_prefix("VmFlags:") {
+                return flags.split_whitespace().map(String::from).collect();
+            }
+        }
+        panic!("no mapping holds {addr:#x}");
+    }
+    const WAT: &str = r#"(module (memory (export "mem") 64) (data (i32.const 0) "x"))"#;
+    for (name, pooling) in [("on demand", false), ("pooling", true)] {
+        let mut config = Config::new();
+        if pooling {
+            config.allocation_strategy(pooled());
+        }
+        let engine = Engine::new(&config).unwrap();
+        let module = Module::new(&engine, WAT).unwrap();
+        for round in 0..2 {
+            let mut store = Store::new(&engine, ());
+            let instance = Instance::new(&mut store, &module, &[]).unwrap();
+            let memory = instance.get_memory(&mut store, "mem").unwrap();
+            let base = memory.data_ptr(&store).addr();
+            // Past the image's page: the anonymous part, where huge pages
+            // would come from.
+            for at in [base + (2 << 20), base + memory.data_size(&store) - 1] {
+                let flags = flags_of(at);
+                assert!(
+                    flags.iter().any(|f| f == "nh"),
+                    "{name}, instance {round}: {flags:?}"
+                );
+            }
+        }
+    }
+}
+
 /// Found by the `reset` fuzz target: a memory with no pages and no
 /// reservation has a dangling base and an empty mapping, which the page
 /// queries and the write-protect registration must take in their stride.
