@@ -512,15 +512,46 @@ fn copy_trims_the_pages_rotating_writes_keep_resident() {
   (start $start)
   (func (export "store") (param i32 i32) (i32.store8 (local.get 0) (local.get 1))))
 "#;
-    const HOST_PAGES: u32 = 128;
     for (name, pooling) in [("on demand", false), ("pooling", true)] {
         let mut config = Config::new();
         config.instance_reset_policy(ResetPolicy::Copy);
         if pooling {
             config.allocation_strategy(pooled());
         }
-        let engine = Engine::new(&config).unwrap();
-        let module = Module::new(&engine, ROTATING).unwrap();
+        let rotation = Rotation {
+            host_pages: 128,
+            rounds: 600,
+            check_every: 20,
+            overlay_at: 300_000,
+        };
+        rotation.run(name, &config, ROTATING, |_, _| {});
+    }
+}
+
+/// Two pages written per request, rotating over the first `host_pages`
+/// 4 KiB pages of the exported memory `mem` (written through the export
+/// `store(address, byte)`), a reset after each request, and the memory
+/// compared with a fresh instance's every `check_every` requests. The
+/// module's start function writes 7 at `overlay_at`.
+struct Rotation {
+    host_pages: u32,
+    rounds: u32,
+    check_every: u32,
+    overlay_at: usize,
+}
+
+impl Rotation {
+    /// Runs the rotation on an instance of `wat` in an engine of `config`;
+    /// `each_request` runs at the start of every request.
+    fn run(
+        &self,
+        what: &str,
+        config: &Config,
+        wat: &str,
+        each_request: impl Fn(&mut Store<()>, Instance),
+    ) {
+        let engine = Engine::new(config).unwrap();
+        let module = Module::new(&engine, wat).unwrap();
         let mut store = Store::new(&engine, ());
         let fresh = Instance::new(&mut store, &module, &[]).unwrap();
         let pristine = fresh
@@ -528,23 +559,27 @@ fn copy_trims_the_pages_rotating_writes_keep_resident() {
             .unwrap()
             .data(&store)
             .to_vec();
-        assert_eq!(pristine[300000], 7);
+        assert_eq!(
+            pristine[self.overlay_at], 7,
+            "{what}: the start function's write"
+        );
         let instance = Instance::new(&mut store, &module, &[]).unwrap();
         let memory = instance.get_memory(&mut store, "mem").unwrap();
         let poke = instance
             .get_typed_func::<(i32, i32), ()>(&mut store, "store")
             .unwrap();
-        for round in 0..600u32 {
+        for round in 0..self.rounds {
+            each_request(&mut store, instance);
             for k in 0..2 {
-                let page = (round * 2 + k) % HOST_PAGES;
+                let page = (round * 2 + k) % self.host_pages;
                 poke.call(&mut store, ((page * 4096 + round % 4096) as i32, 0x5a))
                     .unwrap();
             }
             instance.reset(&mut store).unwrap();
-            if round % 20 == 19 {
+            if round % self.check_every == self.check_every - 1 {
                 let now = memory.data(&store);
                 let differs = now.iter().zip(&pristine).position(|(a, b)| a != b);
-                assert_eq!(differs, None, "{name}: round {round}, first differing byte");
+                assert_eq!(differs, None, "{what}: round {round}, first differing byte");
             }
         }
     }
@@ -568,7 +603,6 @@ fn trims_that_release_whole_page_tables_lose_nothing() {
   (func (export "store") (param i32 i32) (i32.store8 (local.get 0) (local.get 1)))
   (func (export "load") (param i32) (result i32) (i32.load8_u (local.get 0))))
 "#;
-    const HOST_PAGES: u32 = 96 * 16;
     let policies = [
         ResetPolicy::ShootdownFree {
             resident_budget: 64 << 10,
@@ -582,41 +616,23 @@ fn trims_that_release_whole_page_tables_lose_nothing() {
             if pooling {
                 config.allocation_strategy(pooled());
             }
-            let engine = Engine::new(&config).unwrap();
-            let module = Module::new(&engine, ROTATING).unwrap();
-            let mut store = Store::new(&engine, ());
-            let fresh = Instance::new(&mut store, &module, &[]).unwrap();
-            let pristine = fresh
-                .get_memory(&mut store, "mem")
-                .unwrap()
-                .data(&store)
-                .to_vec();
-            assert_eq!(pristine[3_000_000], 7);
-            let instance = Instance::new(&mut store, &module, &[]).unwrap();
-            let memory = instance.get_memory(&mut store, "mem").unwrap();
-            let poke = instance
-                .get_typed_func::<(i32, i32), ()>(&mut store, "store")
-                .unwrap();
-            let load = instance
-                .get_typed_func::<i32, i32>(&mut store, "load")
-                .unwrap();
-            for round in 0..900u32 {
-                assert_eq!(load.call(&mut store, 5_000_000).unwrap(), 0);
-                for k in 0..2 {
-                    let page = (round * 2 + k) % HOST_PAGES;
-                    poke.call(&mut store, ((page * 4096 + round % 4096) as i32, 0x5a))
+            let rotation = Rotation {
+                host_pages: 96 * 16,
+                rounds: 900,
+                check_every: 60,
+                overlay_at: 3_000_000,
+            };
+            rotation.run(
+                &format!("{policy:?}, {name}"),
+                &config,
+                ROTATING,
+                |store, instance| {
+                    let load = instance
+                        .get_typed_func::<i32, i32>(&mut *store, "load")
                         .unwrap();
-                }
-                instance.reset(&mut store).unwrap();
-                if round % 60 == 59 {
-                    let now = memory.data(&store);
-                    let differs = now.iter().zip(&pristine).position(|(a, b)| a != b);
-                    assert_eq!(
-                        differs, None,
-                        "{policy:?}, {name}: round {round}, first differing byte"
-                    );
-                }
-            }
+                    assert_eq!(load.call(&mut *store, 5_000_000).unwrap(), 0);
+                },
+            );
         }
     }
 }
@@ -624,8 +640,8 @@ fn trims_that_release_whole_page_tables_lose_nothing() {
 /// Linear memories are never backed by transparent huge pages: on a host
 /// whose THP setting is `always` one write would make 512 pages written.
 /// The mapping holding the memory (on demand, pooled, and a pooled slot
-/// used again after its first instance was dropped) carries the
-/// `MADV_NOHUGEPAGE` flag, `nh` in `/proc/self/smaps`.
+/// used again, warm or wiped) carries the `MADV_NOHUGEPAGE` flag, `nh` in
+/// `/proc/self/smaps`.
 #[test]
 fn memories_refuse_transparent_huge_pages() {
     fn flags_of(addr: usize) -> Vec<String> {
@@ -647,10 +663,22 @@ fn memories_refuse_transparent_huge_pages() {
         panic!("no mapping holds {addr:#x}");
     }
     const WAT: &str = r#"(module (memory (export "mem") 64) (data (i32.const 0) "x"))"#;
-    for (name, pooling) in [("on demand", false), ("pooling", true)] {
+    // The third kind keeps no warm slot: the second instance gets the
+    // first one's slot wiped (`Mmap::replace_with_reservation`).
+    for (name, pooling, warm_slots) in [
+        ("on demand", false, 0),
+        ("pooling", true, 1),
+        ("pooling, slots wiped", true, 0),
+    ] {
         let mut config = Config::new();
         if pooling {
-            config.allocation_strategy(pooled());
+            let mut pool = PoolingAllocationConfig::new();
+            pool.total_memories(1)
+                .total_core_instances(1)
+                .total_tables(1)
+                .total_stacks(1)
+                .max_unused_warm_slots(warm_slots);
+            config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         }
         let engine = Engine::new(&config).unwrap();
         let module = Module::new(&engine, WAT).unwrap();

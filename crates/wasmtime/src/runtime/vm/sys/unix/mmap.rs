@@ -491,44 +491,6 @@ mod tests {
         assert!(unsafe { m.make_accessible(3 * page, 2 * page) }.is_err());
     }
 
-    /// The `VmFlags` of the mapping holding `addr`, from
-    /// `/proc/self/smaps`.
-    fn vm_flags(addr: *const u8) -> Vec<String> {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let addr = addr.addr();
-        let mut inside = false;
-        for line in smaps.lines() {
-            let range = line.split(' ').next().and_then(|r| r.split_once('-'));
-            if let Some((start, end)) = range
-                && let (Ok(start), Ok(end)) = (
-                    usize::from_str_radix(start, 16),
-                    usize::from_str_radix(end, 16),
-                )
-            {
-                inside = start <= addr && addr < end;
-            } else if inside && let Some(flags) = line.strip_prefix("VmFlags:") {
-                return flags.split_whitespace().map(String::from).collect();
-            }
-        }
-        panic!("no mapping holds {addr:#x}");
-    }
-
-    #[test]
-    fn memory_reservations_refuse_huge_pages() {
-        let page = host_page_size();
-        let m = Mmap::reserve_for_memory(1024 * page).unwrap();
-        // SAFETY: nothing uses the mapping yet.
-        unsafe { m.make_accessible(512 * page, 256 * page).unwrap() };
-        for at in [0, 512 * page, 1000 * page] {
-            let flags = vm_flags(m.as_ptr().wrapping_add(at));
-            assert!(flags.iter().any(|f| f == "nh"), "{at:#x}: {flags:?}");
-        }
-        // SAFETY: nothing uses the contents.
-        unsafe { m.replace_with_reservation().unwrap() };
-        let flags = vm_flags(m.as_ptr());
-        assert!(flags.iter().any(|f| f == "nh"), "replaced: {flags:?}");
-    }
-
     #[test]
     fn empty_mapping() {
         let m = Mmap::reserve(0).unwrap();
