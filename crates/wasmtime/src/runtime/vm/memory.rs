@@ -767,8 +767,7 @@ impl Memory {
             _ => false,
         };
         pristine.rewritten.clear();
-        let mut released_tables = std::mem::take(&mut pristine.released_tables);
-        released_tables.clear();
+        pristine.released_tables.clear();
         // A trim releases pages gathered over several resets; a `Decommit`
         // reset releases only its own, every time, and would pay the look
         // for present pages on every reset.
@@ -777,11 +776,11 @@ impl Memory {
             && policy != ResetPolicy::Decommit
             && let Some(tracker) = tracker
         {
-            self.page_tables_to_release(tracker, pristine, &written, &mut released_tables)?;
+            self.page_tables_to_release(tracker, pristine, &written)?;
         }
         for range in &written {
             if decommit {
-                if !covered(&released_tables, range.clone()) {
+                if !covered(&pristine.released_tables, range.clone()) {
                     // SAFETY: the range is inside the accessible memory
                     // (the scan covered nothing else); its contents are
                     // about to be replaced by the pristine ones, which is
@@ -803,7 +802,7 @@ impl Memory {
                 }
             }
         }
-        for table in &released_tables {
+        for table in &pristine.released_tables {
             // SAFETY: `page_tables_to_release` chose whole page tables
             // inside the accessible memory, outside the image's mapping,
             // holding no overlay page and no present page that is not
@@ -815,7 +814,6 @@ impl Memory {
                     .decommit(self.base_offset + table.start, table.len())?
             };
         }
-        pristine.released_tables = released_tables;
         if policy == ResetPolicy::Copy && !marked && decommit {
             // The overlay pages written back are what stays resident now.
             pristine.copied.note(&pristine.rewritten, page);
@@ -881,9 +879,9 @@ impl Memory {
         Ok(())
     }
 
-    /// Appends to `out` the page tables (as sorted, disjoint byte ranges of
-    /// the memory, one table's reach each) that a reset releasing
-    /// `released` (sorted) should release whole.
+    /// Sets `pristine.released_tables` to the page tables (as sorted,
+    /// disjoint byte ranges of the memory, one table's reach each) that a
+    /// reset releasing `released` (sorted) should release whole.
     ///
     /// Releasing a few pages leaves their page table behind, empty, and
     /// every later `PAGEMAP_SCAN` walks all of its entries (about 1.2 µs a
@@ -913,8 +911,15 @@ impl Memory {
         tracker: &PageTracker,
         pristine: &mut Pristine,
         released: &[Range<usize>],
-        out: &mut Vec<Range<usize>>,
     ) -> Result<()> {
+        let Pristine {
+            accessible,
+            overlay_offsets,
+            released_tables: out,
+            present,
+            ..
+        } = pristine;
+        out.clear();
         let page = host_page_size();
         let span = page_table_reach(page);
         let base = self.base().addr();
@@ -927,16 +932,11 @@ impl Memory {
             .map_or(0..0, |image| image.offset()..image.offset() + image.len());
         for range in released {
             let mut table = from + (range.start.max(from) - from) / span * span;
-            while table < range.end && table + span <= pristine.accessible {
+            while table < range.end && table + span <= *accessible {
                 let candidate = table..table + span;
                 let holds_overlay = {
-                    let i = pristine
-                        .overlay_offsets
-                        .partition_point(|&o| o < candidate.start);
-                    pristine
-                        .overlay_offsets
-                        .get(i)
-                        .is_some_and(|&o| o < candidate.end)
+                    let i = overlay_offsets.partition_point(|&o| o < candidate.start);
+                    overlay_offsets.get(i).is_some_and(|&o| o < candidate.end)
                 };
                 let in_image = image.start < candidate.end && candidate.start < image.end;
                 if !holds_overlay && !in_image && out.last() != Some(&candidate) {
@@ -949,7 +949,6 @@ impl Memory {
             return Ok(());
         }
         // One scan per run of adjacent candidates.
-        let mut present = std::mem::take(&mut pristine.present);
         present.clear();
         let mut run_start = 0;
         for i in 0..out.len() {
@@ -958,13 +957,7 @@ impl Memory {
             }
             let run = out[run_start].start..out[i].end;
             let before = present.len();
-            let scanned =
-                tracker.present_pages(self.base().wrapping_add(run.start), run.len(), &mut present);
-            if let Err(err) = scanned {
-                pristine.present = present;
-                out.clear();
-                return Err(err);
-            }
+            tracker.present_pages(self.base().wrapping_add(run.start), run.len(), present)?;
             // The scan reports offsets from where it started.
             for found in &mut present[before..] {
                 *found = found.start + run.start..found.end + run.start;
@@ -978,7 +971,6 @@ impl Memory {
                 .take_while(|p| p.start < table.end)
                 .all(|p| covered(released, p.start.max(table.start)..p.end.min(table.end)))
         });
-        pristine.present = present;
         Ok(())
     }
 
@@ -1720,11 +1712,10 @@ mod tests {
             table(3)..table(3) + 3 * page,
         ];
         let mut pristine = m.pristine.take().unwrap();
-        let mut chosen = Vec::new();
-        m.page_tables_to_release(tracker, &mut pristine, &released, &mut chosen)
+        m.page_tables_to_release(tracker, &mut pristine, &released)
             .unwrap();
         assert_eq!(
-            chosen,
+            pristine.released_tables,
             [table(0)..table(1), table(3)..table(4)],
             "only tables whose present pages are all released (table 1 keeps a read page, \
              table 2 an overlay page)"
@@ -1732,12 +1723,15 @@ mod tests {
         // A table reaching past the accessible memory is never chosen.
         let tail = from + (m.byte_size() - from) / span * span;
         if tail < m.byte_size() {
-            let mut chosen = Vec::new();
             let past_the_end = tail..m.byte_size();
             let past_the_end = std::slice::from_ref(&past_the_end);
-            m.page_tables_to_release(tracker, &mut pristine, past_the_end, &mut chosen)
+            m.page_tables_to_release(tracker, &mut pristine, past_the_end)
                 .unwrap();
-            assert_eq!(chosen, [], "the last table reaches past the memory");
+            assert_eq!(
+                pristine.released_tables,
+                [],
+                "the last table reaches past the memory"
+            );
         } else {
             println!("this memory ends on a table boundary: no table reaches past it");
         }

@@ -503,17 +503,7 @@ impl PageTracker {
         out: &mut Vec<Range<usize>>,
     ) -> Result<()> {
         self.usable_uffd()?;
-        self.collect(
-            addr,
-            len,
-            Filter {
-                check_wpasync: true,
-                mask: PAGE_IS_WRITTEN | PAGE_IS_FILE | PAGE_IS_PFNZERO,
-                inverted: PAGE_IS_FILE | PAGE_IS_PFNZERO,
-                anyof: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
-            },
-            out,
-        )
+        self.collect(addr, len, Filter::WRITTEN_DATA, out)
     }
 
     /// Appends to `out` (in the same form as
@@ -539,17 +529,7 @@ impl PageTracker {
         len: usize,
         out: &mut Vec<Range<usize>>,
     ) -> Result<()> {
-        self.collect(
-            addr,
-            len,
-            Filter {
-                check_wpasync: false,
-                mask: PAGE_IS_FILE | PAGE_IS_PFNZERO,
-                inverted: PAGE_IS_FILE | PAGE_IS_PFNZERO,
-                anyof: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
-            },
-            out,
-        )
+        self.collect(addr, len, Filter::PRIVATE_DATA, out)
     }
 
     /// Appends to `out` (in the same form as
@@ -567,17 +547,7 @@ impl PageTracker {
         len: usize,
         out: &mut Vec<Range<usize>>,
     ) -> Result<()> {
-        self.collect(
-            addr,
-            len,
-            Filter {
-                check_wpasync: false,
-                mask: 0,
-                inverted: 0,
-                anyof: PAGE_IS_PRESENT,
-            },
-            out,
-        )
+        self.collect(addr, len, Filter::PRESENT, out)
     }
 
     /// The userfaultfd, or an error saying why there is none to use.
@@ -692,6 +662,34 @@ struct Filter {
     mask: u64,
     inverted: u64,
     anyof: u64,
+}
+
+impl Filter {
+    /// Pages holding private data: present or swapped (never require
+    /// present: a written page may be in swap), neither a file page nor
+    /// the zero page.
+    const PRIVATE_DATA: Filter = Filter {
+        check_wpasync: false,
+        mask: PAGE_IS_FILE | PAGE_IS_PFNZERO,
+        inverted: PAGE_IS_FILE | PAGE_IS_PFNZERO,
+        anyof: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+    };
+
+    /// [`Filter::PRIVATE_DATA`] written since last write-protected, in
+    /// areas that must be registered for it.
+    const WRITTEN_DATA: Filter = Filter {
+        check_wpasync: true,
+        mask: Filter::PRIVATE_DATA.mask | PAGE_IS_WRITTEN,
+        ..Filter::PRIVATE_DATA
+    };
+
+    /// Pages mapped to a page frame, whatever it holds.
+    const PRESENT: Filter = Filter {
+        check_wpasync: false,
+        mask: 0,
+        inverted: 0,
+        anyof: PAGE_IS_PRESENT,
+    };
 }
 
 /// Checks that `[start, start + len)` is page-aligned and does not wrap;
