@@ -520,3 +520,88 @@ fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
         }
     }
 }
+
+/// An exception that leaves its activation uncaught is turned into the
+/// call's error inside the trap path, below `unwind_trap`, and with
+/// `RUST_LIB_BACKTRACE=1` `anyhow` captures a native backtrace there. That
+/// walk must end at the trap entry: `unwind_trap` runs below the trapping
+/// frame, where the host function's finished frames left return addresses
+/// into Rust code, and an unwinder that took one of them for
+/// `unwind_trap`'s caller walked on through garbage (it crashed this test
+/// binary once). The variable is read once per process, so the test runs
+/// itself again as a child process with it set.
+#[test]
+fn native_backtraces_in_the_trap_path_end_at_its_entry() {
+    const NAME: &str = "native_backtraces_in_the_trap_path_end_at_its_entry";
+    const CHILD: &str = "WASMTIME_TEST_NATIVE_BACKTRACE_CHILD";
+    if std::env::var_os(CHILD).is_none() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+            .env(CHILD, "1")
+            .env("RUST_LIB_BACKTRACE", "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "the child run failed ({}):\n{stdout}\n{stderr}",
+            out.status
+        );
+        return;
+    }
+    let engine = engine();
+    let mut store = Store::new(&engine, ());
+    let ty = TagType::new(FuncType::new(&engine, [ValType::I32], []));
+    let tag = Tag::new(&mut store, &ty).unwrap();
+    let pre = ExnRefPre::new(&mut store, ExnType::from_tag_type(&ty).unwrap());
+    let host = Func::wrap(
+        &mut store,
+        move |mut caller: Caller<'_, ()>, x: i32| -> Result<()> {
+            let exn = ExnRef::new(&mut caller, &pre, &tag, &[Val::I32(x)])?;
+            caller.as_context_mut().throw(exn)
+        },
+    );
+    let module = Module::new(
+        &engine,
+        r#"(module
+            (import "env" "t" (tag $t (param i32)))
+            (import "env" "host" (func $host (param i32)))
+            (func (export "uncaught") (param i32) (call $host (local.get 0))))"#,
+    )
+    .unwrap();
+    let i = Instance::new(&mut store, &module, &[tag.into(), host.into()]).unwrap();
+    let uncaught = i.get_typed_func::<i32, ()>(&mut store, "uncaught").unwrap();
+    for x in 0..20 {
+        let err = uncaught.call(&mut store, x).unwrap_err();
+        assert!(err.is::<ThrownException>(), "{err:?}");
+        let backtrace = err.backtrace();
+        assert_eq!(
+            backtrace.status(),
+            std::backtrace::BacktraceStatus::Captured,
+            "RUST_LIB_BACKTRACE=1 makes anyhow capture"
+        );
+        let text = backtrace.to_string();
+        // Frame lines are `  N: symbol`; `at file:line` lines follow them.
+        let frames: Vec<&str> = text
+            .lines()
+            .filter_map(|l| {
+                let (n, symbol) = l.trim_start().split_once(": ")?;
+                n.parse::<usize>().is_ok().then_some(symbol)
+            })
+            .collect();
+        let unwind_trap = frames
+            .iter()
+            .rposition(|f| *f == "unwind_trap" || f.ends_with("::unwind_trap"))
+            .unwrap_or_else(|| panic!("no `unwind_trap` frame in:\n{text}"));
+        let beyond = &frames[unwind_trap + 1..];
+        if cfg!(target_arch = "x86_64") {
+            assert!(
+                beyond.len() == 1 && beyond[0].contains("wasmtime_mmu_unwind_trap_entry"),
+                "frames beyond the trap entry:\n{text}"
+            );
+        }
+        let exn = store.take_pending_exception().unwrap();
+        assert_eq!(exn.field(&mut store, 0).unwrap().unwrap_i32(), x);
+    }
+}

@@ -580,8 +580,9 @@ pub unsafe fn call_wasm(
 /// Where the signal handler sends a trapping thread: records the backtrace
 /// and long-jumps to the innermost activation's catch point.
 ///
-/// Entered as if called (stack aligned for a function entry) but with no
-/// meaningful return address; never returns.
+/// Entered as if called (stack aligned for a function entry), through an
+/// entry that ends native stack walks on x86_64 (`arch::unwind_trap_entry`);
+/// never returns.
 ///
 /// A host function that failed with [`ThrownException`](crate::ThrownException)
 /// (its exception pending in the store) lands here too, from its

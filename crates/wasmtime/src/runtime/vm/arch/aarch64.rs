@@ -200,6 +200,15 @@ pub unsafe fn repair_slot_poll(cx: *mut libc::c_void, code: &[u8], swap: SwapPag
     true
 }
 
+/// The address the signal handler redirects a trapping thread to
+/// ([`redirect`]): [`unwind_trap`](crate::runtime::vm::traphandlers::unwind_trap)
+/// itself. Unlike x86_64 this needs no entry of its own to end native stack
+/// walks: `redirect` makes the faulting Wasm PC its caller, and compiled
+/// Wasm has no unwind information registered, so an unwinder stops there.
+pub fn unwind_trap_entry() -> usize {
+    crate::runtime::vm::traphandlers::unwind_trap as *const () as usize
+}
+
 /// Rewrites the interrupted context so that, after `sigreturn`, the thread
 /// runs `target` as if called from the interrupted PC (`lr` = that PC),
 /// with a 16-byte aligned stack below the interrupted one. `target` must

@@ -115,6 +115,50 @@ pub unsafe fn ucontext_regs(cx: *mut libc::c_void) -> (usize, usize, usize) {
     )
 }
 
+// Where the signal handler sends a thread that trapped: a frame whose
+// unwind information says it has no caller, then a call of `unwind_trap`.
+// `redirect` moves the stack pointer below the trapping frame without
+// writing a return address (the handler writes nothing to the interrupted
+// stack), so the slot where `unwind_trap`'s return address would be holds
+// whatever an earlier frame left there. An unwinder walking up from
+// `unwind_trap` (a `std::backtrace::Backtrace`, which `anyhow` captures
+// when `RUST_LIB_BACKTRACE` is set, when an exception leaves its
+// activation uncaught) used to take that stale word for a return address,
+// and crashed when it pointed into code with unwind information.
+// `.cfi_undefined rip` ends every such walk here, as `_start` ends the
+// walk of a process's first thread.
+core::arch::global_asm!(
+    ".text",
+    ".p2align 4",
+    ".globl wasmtime_mmu_unwind_trap_entry",
+    ".hidden wasmtime_mmu_unwind_trap_entry",
+    ".type wasmtime_mmu_unwind_trap_entry,@function",
+    "wasmtime_mmu_unwind_trap_entry:",
+    ".cfi_startproc",
+    ".cfi_undefined rip",
+    // Entered with `rsp % 16 == 8`, as at a function's entry; the pushed
+    // word makes the call below arrive the same way.
+    "push 0",
+    ".cfi_adjust_cfa_offset 8",
+    "call {unwind_trap}",
+    "ud2",
+    ".cfi_endproc",
+    ".size wasmtime_mmu_unwind_trap_entry, . - wasmtime_mmu_unwind_trap_entry",
+    unwind_trap = sym crate::runtime::vm::traphandlers::unwind_trap,
+);
+
+unsafe extern "C" {
+    fn wasmtime_mmu_unwind_trap_entry();
+}
+
+/// The address the signal handler redirects a trapping thread to
+/// ([`redirect`]): an entry that calls
+/// [`unwind_trap`](crate::runtime::vm::traphandlers::unwind_trap) from a
+/// frame that ends native stack walks.
+pub fn unwind_trap_entry() -> usize {
+    wasmtime_mmu_unwind_trap_entry as *const () as usize
+}
+
 core::arch::global_asm!(
     include_str!("x86_64_mmu_poll.s"),
     poll = sym crate::runtime::vm::traphandlers::mmu_poll_from_trampoline,

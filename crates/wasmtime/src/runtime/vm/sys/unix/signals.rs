@@ -23,9 +23,7 @@
 //! `traphandlers::ACTIVATION`).
 
 use super::super::super::arch;
-use super::super::super::traphandlers::{
-    Activation, current_fiber_stack, innermost_activation, unwind_trap,
-};
+use super::super::super::traphandlers::{Activation, current_fiber_stack, innermost_activation};
 use super::mmap::{Mmap, host_page_size};
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::mem::{self, MaybeUninit};
@@ -121,8 +119,10 @@ unsafe fn abort_on_fiber_guard_hit(signum: libc::c_int, info: *mut libc::siginfo
     }
 }
 
-/// Redirects the thread to [`unwind_trap`] if the fault is a trap site of
-/// the innermost activation. Returns whether it did.
+/// Redirects the thread to
+/// [`unwind_trap`](super::super::super::traphandlers::unwind_trap) if the
+/// fault is a trap site of the innermost activation. Returns whether it
+/// did.
 ///
 /// # Safety
 ///
@@ -157,9 +157,9 @@ unsafe fn handle_trap(
         None
     };
     activation.record_trap(kind, pc, fp, fault_addr);
-    // SAFETY: `context` is the kernel's `ucontext_t`; `unwind_trap` never
-    // returns.
-    unsafe { arch::redirect(context, unwind_trap as *const () as usize) };
+    // SAFETY: `context` is the kernel's `ucontext_t`; the entry calls
+    // `unwind_trap`, which never returns.
+    unsafe { arch::redirect(context, arch::unwind_trap_entry()) };
     true
 }
 
