@@ -75,53 +75,66 @@ pub struct ValRaw(pub [u8; 16]);
 
 impl ValRaw {
     /// A slot holding an `i32`.
+    #[inline]
     pub fn i32(v: i32) -> ValRaw {
         ValRaw::u128(v as u32 as u128)
     }
     /// A slot holding an `i64`.
+    #[inline]
     pub fn i64(v: i64) -> ValRaw {
         ValRaw::u128(v as u64 as u128)
     }
     /// A slot holding an `f32` by its bits.
+    #[inline]
     pub fn f32(bits: u32) -> ValRaw {
         ValRaw::u128(bits as u128)
     }
     /// A slot holding an `f64` by its bits.
+    #[inline]
     pub fn f64(bits: u64) -> ValRaw {
         ValRaw::u128(bits as u128)
     }
     /// A slot holding a `v128`.
+    #[inline]
     pub fn v128(bits: u128) -> ValRaw {
         ValRaw::u128(bits)
     }
     /// A slot holding a reference (pointer-sized).
+    #[inline]
     pub fn reference(bits: usize) -> ValRaw {
         ValRaw::u128(bits as u128)
     }
+    #[inline]
     fn u128(v: u128) -> ValRaw {
         ValRaw(v.to_le_bytes())
     }
     /// Reads an `i32`.
+    #[inline]
     pub fn get_i32(&self) -> i32 {
         i32::from_le_bytes(self.0[..4].try_into().unwrap())
     }
     /// Reads an `i64`.
+    #[inline]
     pub fn get_i64(&self) -> i64 {
         i64::from_le_bytes(self.0[..8].try_into().unwrap())
     }
     /// Reads `f32` bits.
+    #[inline]
     pub fn get_f32(&self) -> u32 {
         u32::from_le_bytes(self.0[..4].try_into().unwrap())
     }
     /// Reads `f64` bits.
+    #[inline]
     pub fn get_f64(&self) -> u64 {
         u64::from_le_bytes(self.0[..8].try_into().unwrap())
     }
     /// Reads a `v128`.
+    #[inline]
     pub fn get_v128(&self) -> u128 {
         u128::from_le_bytes(self.0)
     }
     /// Reads a reference.
+    #[inline]
     pub fn get_reference(&self) -> usize {
         self.get_i64() as usize
     }

@@ -837,6 +837,7 @@ impl Func {
 ///
 /// `values` must hold well-typed parameters for `func` and have room for its
 /// results.
+#[inline]
 pub(crate) unsafe fn call_raw(
     store: &mut StoreOpaque,
     func: &Func,

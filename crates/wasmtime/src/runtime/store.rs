@@ -1120,6 +1120,7 @@ impl StoreOpaque {
         Ok(())
     }
 
+    #[inline]
     pub(crate) fn check_store(&self, id: StoreId, what: &str) -> Result<()> {
         if id != self.id {
             bail!("{what} used with the wrong store");
@@ -1129,6 +1130,7 @@ impl StoreOpaque {
 
     /// Panics unless `id` is this store's (for APIs that cannot fail, as
     /// upstream).
+    #[inline]
     pub(crate) fn assert_store(&self, id: StoreId, what: &str) {
         assert!(
             id == self.id,
@@ -1296,6 +1298,7 @@ impl StoreOpaque {
     /// would run on a fiber of this store from code that could suspend it
     /// (which would let the outer future move threads under a synchronous
     /// frame).
+    #[inline]
     pub(crate) fn validate_sync_call(&self) -> Result<()> {
         if self.async_state.async_required {
             bail!("store configuration requires that `*_async` functions are used instead");
@@ -1539,6 +1542,7 @@ impl StoreOpaque {
 
     // ----- functions -----
 
+    #[inline]
     pub(crate) fn func_data(&self, func: &Func) -> Result<&FuncData> {
         self.check_store(func.store, "function")?;
         self.funcs

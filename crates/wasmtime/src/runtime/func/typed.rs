@@ -210,10 +210,12 @@ macro_rules! integers {
             fn compatible_with_store(&self, _: &StoreOpaque) -> bool {
                 true
             }
+            #[inline]
             fn store(self, _store: &mut StoreOpaque, ptr: &mut ValRaw) -> Result<()> {
                 *ptr = ValRaw::$get_primitive(self as _);
                 Ok(())
             }
+            #[inline]
             unsafe fn load(_store: &mut StoreOpaque, ptr: &ValRaw) -> Result<Self> {
                 Ok(paste_get!(ptr, $get_primitive) as $primitive)
             }
@@ -236,10 +238,12 @@ unsafe impl WasmTy for f32 {
     fn compatible_with_store(&self, _: &StoreOpaque) -> bool {
         true
     }
+    #[inline]
     fn store(self, _store: &mut StoreOpaque, ptr: &mut ValRaw) -> Result<()> {
         *ptr = ValRaw::f32(self.to_bits());
         Ok(())
     }
+    #[inline]
     unsafe fn load(_store: &mut StoreOpaque, ptr: &ValRaw) -> Result<Self> {
         Ok(f32::from_bits(ptr.get_f32()))
     }
@@ -253,10 +257,12 @@ unsafe impl WasmTy for f64 {
     fn compatible_with_store(&self, _: &StoreOpaque) -> bool {
         true
     }
+    #[inline]
     fn store(self, _store: &mut StoreOpaque, ptr: &mut ValRaw) -> Result<()> {
         *ptr = ValRaw::f64(self.to_bits());
         Ok(())
     }
+    #[inline]
     unsafe fn load(_store: &mut StoreOpaque, ptr: &ValRaw) -> Result<Self> {
         Ok(f64::from_bits(ptr.get_f64()))
     }

@@ -320,6 +320,9 @@ thread_local! {
     static ALT_STACK: RefCell<Option<AltStack>> = const { RefCell::new(None) };
 }
 
+/// The [`ALT_STACK_STATE`] of a thread whose alternate stack is usable.
+const ALT_STACK_READY: i32 = 1;
+
 /// [`ALT_STACK_STATE`] values at or above this record a failure; the
 /// `errno` is the value minus this base.
 const ALT_STACK_FAILED_BASE: i32 = 2;
@@ -333,10 +336,34 @@ const ALT_STACK_FAILED_BASE: i32 = 2;
 /// stack could be installed: a fault of Wasm or host code near the end of
 /// this thread's stack would then kill the process instead of reaching the
 /// handler, so Wasm is not entered on such a thread.
+#[inline]
 pub fn lazy_per_thread_init() -> anyhow::Result<()> {
-    let state = ALT_STACK_STATE.with(|c| c.get());
+    // Every call into Wasm comes here: the check stays in the caller and
+    // the rest out of line, so that the common case costs one call of a
+    // function that only reads the state (no frame to set up).
+    if alt_stack_state() == ALT_STACK_READY {
+        return Ok(());
+    }
+    init_alt_stack_state()
+}
+
+/// [`ALT_STACK_STATE`] of this thread. Out of line like the accessors in
+/// `traphandlers.rs`: inlined into a caller that may suspend on a fiber,
+/// the thread-local's address could be reused after the fiber resumed on
+/// another thread.
+#[inline(never)]
+fn alt_stack_state() -> i32 {
+    ALT_STACK_STATE.with(|c| c.get())
+}
+
+/// The first call of [`lazy_per_thread_init`] on a thread, and every call
+/// after a failed installation.
+#[cold]
+#[inline(never)]
+fn init_alt_stack_state() -> anyhow::Result<()> {
+    let state = alt_stack_state();
     match state {
-        1 => return Ok(()),
+        ALT_STACK_READY => return Ok(()),
         0 => {}
         failed => {
             return Err(anyhow::anyhow!(
@@ -348,7 +375,7 @@ pub fn lazy_per_thread_init() -> anyhow::Result<()> {
     let result = install_alt_stack();
     ALT_STACK_STATE.with(|c| {
         c.set(match &result {
-            Ok(()) => 1,
+            Ok(()) => ALT_STACK_READY,
             Err(e) => ALT_STACK_FAILED_BASE + e.raw_os_error().unwrap_or(libc::ENOMEM),
         })
     });
