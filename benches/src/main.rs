@@ -14,6 +14,7 @@
 //! cargo run --release -p wasmtime-mmu-benches -- reset [--runs N] [--calls N] [--sizes 256k,4m,16m] [--threads 1,2] [--workloads fixed,rotating] [--syscalls [--resets N]]
 //! cargo run --release -p wasmtime-mmu-benches -- reset-syscalls [--resets N]
 //! cargo run --release -p wasmtime-mmu-benches -- instantiate [--runs N]
+//! cargo run --release -p wasmtime-mmu-benches -- calls [--runs N]
 //! ```
 //!
 //! Modes (`--mode`, see [`modes`]): `plain` (the default of `kernels` and
@@ -47,8 +48,12 @@
 //! `instantiate` (see [`instantiate`]) prices what each kind of
 //! interruption adds to an instantiation, pooled and on demand, with and
 //! without a memory.
+//!
+//! `calls` (see [`calls`]) prices one crossing between the host and
+//! WebAssembly in each direction, typed and untyped.
 
 mod artifacts;
+mod calls;
 mod component;
 mod component_guest;
 mod instantiate;
@@ -83,6 +88,7 @@ usage: bench kernels [--runs N] [--filter NAME[,NAME...]] [--mode MODE]
                    [--workloads fixed,rotating] [--syscalls [--resets N]]
        bench reset-syscalls [--resets N]
        bench instantiate [--runs N]
+       bench calls [--runs N]
 MODE: plain, epochs, fuel, mmu (ours with MMU polls, set against upstream's epochs,
       which it measures too), marks (ours with write marks, Config::track_memory_writes)
       or all (plain, mmu, epochs and fuel; the default of interrupt-overhead)
@@ -142,10 +148,11 @@ fn main() -> Result<()> {
         "component" => component::run(&options),
         "component-guest" => component_guest::run(&options),
         "instantiate" => instantiate::run(&options),
+        "calls" => calls::run(&options),
         other => bail!(
             "unknown benchmark suite `{other}` (expected `kernels`, `interrupt-overhead`, \
              `stacks`, `sightglass`, `mmu-roundtrip`, `mmu-load`, `cache-run`, `load`, \
-             `component`, `component-guest`, `reset`, `reset-syscalls` or `instantiate`)"
+             `component`, `component-guest`, `reset`, `reset-syscalls`, `instantiate` or `calls`)"
         ),
     }
 }
