@@ -152,6 +152,9 @@ fn deserialize_file_maps_in_place_and_survives_unlink() {
     std::fs::remove_file(&path).unwrap();
     let original = Module::new(&engine, MODULE).unwrap();
     assert_eq!(behaviour(&engine, &module), behaviour(&engine, &original));
+    // The module keeps its skeleton where the file is mapped instead of
+    // copying it; serializing reads it from there, after the unlink too.
+    assert_eq!(module.serialize().unwrap(), bytes);
     let missing = unsafe { Module::deserialize_file(&engine, &path) }.unwrap_err();
     assert!(format!("{missing:#}").contains("m.cwasm"), "{missing:#}");
 }

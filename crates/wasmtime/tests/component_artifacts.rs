@@ -199,12 +199,15 @@ fn deserialize_file_maps_each_module_and_survives_unlink() {
     let path = dir.path().join("c.cwasm");
     let original = Component::new(&engine, COMPONENT).unwrap();
     let want = behaviour(&engine, &original);
-    std::fs::write(&path, original.serialize().unwrap()).unwrap();
+    let bytes = original.serialize().unwrap();
+    std::fs::write(&path, &bytes).unwrap();
     // SAFETY: the file was just written and nothing else writes it.
     let loaded = unsafe { Component::deserialize_file(&engine, &path) }.unwrap();
     // The modules keep their own mappings: the file may go.
     std::fs::remove_file(&path).unwrap();
     assert_eq!(behaviour(&engine, &loaded), want);
+    // Each module's skeleton is read where its part of the file is mapped.
+    assert_eq!(loaded.serialize().unwrap(), bytes);
     let missing = err(unsafe { Component::deserialize_file(&engine, &path) });
     assert!(
         missing.contains("failed to load precompiled component"),

@@ -47,12 +47,26 @@ pub(crate) struct ModuleInner {
     /// What [`Module::serialize`] needs besides the text and the tables
     /// above: the binary without function bodies (see `artifact.rs`), the
     /// entry trampolines by type, and the libcall slots.
-    skeleton: Box<[u8]>,
+    skeleton: Skeleton,
     entry_trampoline_locs: PrimaryMap<TypeIndex, FunctionLoc>,
     relocations: Box<[Relocation]>,
     /// Copy-on-write images of the defined memories, built at the first
     /// instantiation (`Config::memory_init_cow`).
     memory_images: std::sync::OnceLock<crate::runtime::vm::memory_image::ModuleImages>,
+}
+
+/// Where a module keeps its skeleton (the binary without function bodies,
+/// see `artifact.rs`).
+#[derive(Debug)]
+enum Skeleton {
+    /// A copy of its own: compiled modules, and artifacts loaded from bytes
+    /// or whose code had to be copied.
+    Owned(Box<[u8]>),
+    /// Where the artifact file it was loaded from is mapped, before the
+    /// text its code runs from ([`CodeMemory::bytes_before_text`]): the
+    /// skeleton holds the data segments, megabytes in some modules, and
+    /// copying it was a sixth of loading such a component.
+    InCodeMapping(std::ops::Range<usize>),
 }
 
 /// Compiling entry points refuse precompiled artifacts by name instead of
@@ -252,7 +266,7 @@ impl Module {
             relocations: artifacts.relocations,
             exceptions: artifacts.exceptions,
         };
-        Module::assemble(engine, info, skeleton.into(), tables, code)
+        Module::assemble(engine, info, Skeleton::Owned(skeleton.into()), tables, code)
     }
 
     /// Writes this module as a precompiled artifact, which
@@ -286,7 +300,7 @@ impl Module {
         };
         Ok(artifact::write(
             inner.engine.fingerprint(),
-            &inner.skeleton,
+            self.skeleton(),
             &tables,
             inner.code.trap_sites(),
             &text,
@@ -328,7 +342,8 @@ impl Module {
             &parsed.tables.relocations,
             parsed.trap_sites,
         )?;
-        Module::assemble(engine, info, parsed.skeleton.into(), parsed.tables, code)
+        let skeleton = Skeleton::Owned(parsed.skeleton.into());
+        Module::assemble(engine, info, skeleton, parsed.tables, code)
     }
 
     /// Loads a module from the file `path` as [`Module::deserialize`]
@@ -383,23 +398,41 @@ impl Module {
         let bytes = unsafe { std::slice::from_raw_parts(mmap.as_ptr(), mmap.len()) };
         let parsed = artifact::parse(bytes, engine.fingerprint())?;
         let info = Module::skeleton_info(engine, parsed.skeleton)?;
-        let skeleton: Box<[u8]> = parsed.skeleton.into();
+        let skeleton_start = parsed.skeleton.as_ptr() as usize - bytes.as_ptr() as usize;
+        let skeleton_range = skeleton_start..skeleton_start + parsed.skeleton.len();
         let (tables, trap_sites, text) = (parsed.tables, parsed.trap_sites, parsed.text);
         let in_place = !text.is_empty() && text.start % host_page_size() == 0;
-        let code = if in_place {
+        let (code, skeleton) = if in_place {
             // SAFETY: `text` starts on a page boundary inside the mapping
             // (checked by `parse` and just above; the mapping itself starts
             // on one), and the file's promise is the caller's.
-            unsafe { CodeMemory::from_file_mapping(mmap, text, &tables.relocations, trap_sites)? }
+            let code = unsafe {
+                CodeMemory::from_file_mapping(mmap, text, &tables.relocations, trap_sites)?
+            };
+            // The body, and so the skeleton, precedes the text (`parse`
+            // checks it); should that ever not hold, copy.
+            let skeleton = match code.bytes_before_text(skeleton_range.clone()) {
+                Some(_) => Skeleton::InCodeMapping(skeleton_range),
+                None => Skeleton::Owned(bytes[skeleton_range].into()),
+            };
+            (code, skeleton)
         } else {
-            CodeMemory::new(&bytes[text], &tables.relocations, trap_sites)?
+            let code = CodeMemory::new(&bytes[text], &tables.relocations, trap_sites)?;
+            (code, Skeleton::Owned(bytes[skeleton_range].into()))
         };
         Module::assemble(engine, info, skeleton, tables, code)
     }
 
     /// The module's binary without function bodies (see `artifact.rs`).
     pub(crate) fn skeleton(&self) -> &[u8] {
-        &self.inner.skeleton
+        match &self.inner.skeleton {
+            Skeleton::Owned(bytes) => bytes,
+            Skeleton::InCodeMapping(range) => self
+                .inner
+                .code
+                .bytes_before_text(range.clone())
+                .expect("a mapped skeleton's range was checked when the module was loaded"),
+        }
     }
 
     /// Rebuilds a module's metadata from its skeleton, as a compile would.
@@ -414,7 +447,7 @@ impl Module {
     fn assemble(
         engine: &Engine,
         mut info: ModuleInfo,
-        skeleton: Box<[u8]>,
+        skeleton: Skeleton,
         tables: CodeTables,
         code: CodeMemory,
     ) -> Result<Module> {

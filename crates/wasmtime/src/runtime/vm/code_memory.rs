@@ -127,6 +127,25 @@ impl CodeMemory {
         })
     }
 
+    /// The bytes at `range` of the mapping's part before the text: for code
+    /// that runs where a precompiled-module file is mapped
+    /// ([`CodeMemory::from_file_mapping`]), offsets into that file's
+    /// header and body, which a module may keep using instead of copies.
+    /// `None` if `range` reaches into the text (code copied into fresh
+    /// memory has nothing before its text).
+    pub fn bytes_before_text(&self, range: Range<usize>) -> Option<&[u8]> {
+        if range.start > range.end || range.end > self.text_offset {
+            return None;
+        }
+        // SAFETY: the range lies in the mapping before the text, which is
+        // mapped readable for the mapping's whole life and never written
+        // (relocations patch the text only, and the file's promise of
+        // `from_file_mapping` holds for as long as this code lives).
+        Some(unsafe {
+            std::slice::from_raw_parts(self.mmap.as_ptr().add(range.start), range.len())
+        })
+    }
+
     /// Address of the first byte of the text.
     pub fn text_start(&self) -> usize {
         self.mmap.as_ptr() as usize + self.text_offset
