@@ -17,7 +17,7 @@
 //! 20 ms. Reported: the median over rounds, and ours against upstream.
 
 use crate::Options;
-use crate::stats::median_f64;
+use crate::stats::{batch_for, median_f64};
 use anyhow::{Result, ensure};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -178,22 +178,6 @@ mod upstream {
     calls_for!(upstream_wasmtime);
 }
 
-/// Units per batch: enough for about [`BATCH_TARGET`].
-fn calibrate(calls: &mut dyn Calls) -> Result<u64> {
-    calls.make(100)?;
-    let mut n = 100u64;
-    loop {
-        let start = Instant::now();
-        calls.make(n)?;
-        let took = start.elapsed();
-        if took >= BATCH_TARGET / 4 {
-            let per = took.as_secs_f64() / n as f64;
-            return Ok(((BATCH_TARGET.as_secs_f64() / per) as u64).max(1));
-        }
-        n *= 4;
-    }
-}
-
 /// Runs `bench calls`.
 pub fn run(options: &Options) -> Result<()> {
     let runs = options.runs(DEFAULT_RUNS);
@@ -210,7 +194,7 @@ pub fn run(options: &Options) -> Result<()> {
             (Box::new(upstream::prepare(crossing)?), 0, Vec::new()),
         ];
         for (calls, batch, _) in sides.iter_mut() {
-            *batch = calibrate(calls.as_mut())?;
+            *batch = batch_for(BATCH_TARGET, |n| calls.make(n))?;
         }
         for round in 0..runs {
             for k in 0..sides.len() {

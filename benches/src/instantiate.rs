@@ -23,7 +23,7 @@
 //! rounds of µs per request, and each row against ours plain.
 
 use crate::Options;
-use crate::stats::median_f64;
+use crate::stats::{batch_for, median_f64};
 use anyhow::{Result, ensure};
 use std::time::{Duration, Instant};
 
@@ -243,22 +243,6 @@ fn prepare(
     })
 }
 
-/// Requests per round: enough for about [`ROUND_TARGET`].
-fn calibrate(requests: &mut dyn Requests) -> Result<u64> {
-    requests.serve(200)?;
-    let mut n = 100u64;
-    loop {
-        let start = Instant::now();
-        requests.serve(n)?;
-        let took = start.elapsed();
-        if took >= ROUND_TARGET / 4 {
-            let per = took.as_secs_f64() / n as f64;
-            return Ok(((ROUND_TARGET.as_secs_f64() / per) as u64).max(1));
-        }
-        n *= 4;
-    }
-}
-
 /// Runs `bench instantiate`.
 pub fn run(options: &Options) -> Result<()> {
     let runs = options.runs(DEFAULT_RUNS);
@@ -273,7 +257,7 @@ pub fn run(options: &Options) -> Result<()> {
         let mut prepared = Vec::new();
         for (side, interruption) in CONFIGS {
             let mut requests = prepare(pooled, side, interruption, wat, expected)?;
-            let batch = calibrate(requests.as_mut())?;
+            let batch = batch_for(ROUND_TARGET, |n| requests.serve(n))?;
             prepared.push((side, interruption, requests, batch, Vec::new()));
         }
         for round in 0..runs {

@@ -1,6 +1,6 @@
-//! Medians and ratios.
+//! Medians and ratios, and sizing the batches they are taken over.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The median of `samples` (the mean of the middle two for an even count).
 pub fn median(samples: &[Duration]) -> Duration {
@@ -35,4 +35,22 @@ pub fn geomean(values: &[f64]) -> f64 {
 /// Milliseconds with three decimals.
 pub fn ms(d: Duration) -> String {
     format!("{:.3}", d.as_secs_f64() * 1e3)
+}
+
+/// How many units `run` must do to take about `target`: after one warm-up
+/// run of 200 units, runs of 100, 400, 1,600, ... units until one takes at
+/// least a quarter of `target`, scaled from that one. At least 1.
+pub fn batch_for<E>(target: Duration, mut run: impl FnMut(u64) -> Result<(), E>) -> Result<u64, E> {
+    run(200)?;
+    let mut n = 100u64;
+    loop {
+        let start = Instant::now();
+        run(n)?;
+        let took = start.elapsed();
+        if took >= target / 4 {
+            let per = took.as_secs_f64() / n as f64;
+            return Ok(((target.as_secs_f64() / per) as u64).max(1));
+        }
+        n *= 4;
+    }
 }

@@ -288,15 +288,15 @@ fn imported_tags_are_the_exporters_and_instances_have_their_own() {
     assert!(format!("{err:#}").contains("tag"), "{err:#}");
 }
 
-#[test]
-fn host_functions_throw_into_wasm() {
-    let engine = engine();
-    let mut store = Store::new(&engine, ());
+/// A tag with an `i32` payload, and a host function `(param i32)` that
+/// returns for 0 and otherwise throws that tag with twice its argument.
+fn tag_and_throwing_host(store: &mut Store<()>) -> (TagType, Tag, Func) {
+    let engine = store.engine().clone();
     let ty = TagType::new(FuncType::new(&engine, [ValType::I32], []));
-    let tag = Tag::new(&mut store, &ty).unwrap();
-    let pre = ExnRefPre::new(&mut store, ExnType::from_tag_type(&ty).unwrap());
+    let tag = Tag::new(&mut *store, &ty).unwrap();
+    let pre = ExnRefPre::new(&mut *store, ExnType::from_tag_type(&ty).unwrap());
     let host = Func::wrap(
-        &mut store,
+        &mut *store,
         move |mut caller: Caller<'_, ()>, x: i32| -> Result<()> {
             if x == 0 {
                 return Ok(());
@@ -305,6 +305,14 @@ fn host_functions_throw_into_wasm() {
             caller.as_context_mut().throw(exn)
         },
     );
+    (ty, tag, host)
+}
+
+#[test]
+fn host_functions_throw_into_wasm() {
+    let engine = engine();
+    let mut store = Store::new(&engine, ());
+    let (ty, tag, host) = tag_and_throwing_host(&mut store);
     let module = Module::new(
         &engine,
         r#"(module
@@ -552,16 +560,7 @@ fn native_backtraces_in_the_trap_path_end_at_its_entry() {
     }
     let engine = engine();
     let mut store = Store::new(&engine, ());
-    let ty = TagType::new(FuncType::new(&engine, [ValType::I32], []));
-    let tag = Tag::new(&mut store, &ty).unwrap();
-    let pre = ExnRefPre::new(&mut store, ExnType::from_tag_type(&ty).unwrap());
-    let host = Func::wrap(
-        &mut store,
-        move |mut caller: Caller<'_, ()>, x: i32| -> Result<()> {
-            let exn = ExnRef::new(&mut caller, &pre, &tag, &[Val::I32(x)])?;
-            caller.as_context_mut().throw(exn)
-        },
-    );
+    let (_, tag, host) = tag_and_throwing_host(&mut store);
     let module = Module::new(
         &engine,
         r#"(module
@@ -572,7 +571,7 @@ fn native_backtraces_in_the_trap_path_end_at_its_entry() {
     .unwrap();
     let i = Instance::new(&mut store, &module, &[tag.into(), host.into()]).unwrap();
     let uncaught = i.get_typed_func::<i32, ()>(&mut store, "uncaught").unwrap();
-    for x in 0..20 {
+    for x in 1..=20 {
         let err = uncaught.call(&mut store, x).unwrap_err();
         assert!(err.is::<ThrownException>(), "{err:?}");
         let backtrace = err.backtrace();
@@ -602,6 +601,6 @@ fn native_backtraces_in_the_trap_path_end_at_its_entry() {
             );
         }
         let exn = store.take_pending_exception().unwrap();
-        assert_eq!(exn.field(&mut store, 0).unwrap().unwrap_i32(), x);
+        assert_eq!(exn.field(&mut store, 0).unwrap().unwrap_i32(), 2 * x);
     }
 }
