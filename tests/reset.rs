@@ -504,35 +504,20 @@ fn many_resets_with_rotating_pages() {
 /// (an overlay page) must survive each trim.
 #[test]
 fn copy_trims_the_pages_rotating_writes_keep_resident() {
-    const ROTATING: &str = r#"
-(module
-  (memory (export "mem") 8)
-  (data (i32.const 100) "image")
-  (func $start (i32.store8 (i32.const 300000) (i32.const 7)))
-  (start $start)
-  (func (export "store") (param i32 i32) (i32.store8 (local.get 0) (local.get 1))))
-"#;
-    for (name, pooling) in [("on demand", false), ("pooling", true)] {
-        let mut config = Config::new();
-        config.instance_reset_policy(ResetPolicy::Copy);
-        if pooling {
-            config.allocation_strategy(pooled());
-        }
-        let rotation = Rotation {
-            host_pages: 128,
-            rounds: 600,
-            check_every: 20,
-            overlay_at: 300_000,
-        };
-        rotation.run(name, &config, ROTATING, |_, _| {});
-    }
+    let rotation = Rotation {
+        host_pages: 128,
+        rounds: 600,
+        check_every: 20,
+        overlay_at: 300_000,
+    };
+    rotation.run(ResetPolicy::Copy, |_, _| {});
 }
 
-/// Two pages written per request, rotating over the first `host_pages`
-/// 4 KiB pages of the exported memory `mem` (written through the export
-/// `store(address, byte)`), a reset after each request, and the memory
-/// compared with a fresh instance's every `check_every` requests. The
-/// module's start function writes 7 at `overlay_at`.
+/// Two pages written per request, rotating over a memory of `host_pages`
+/// 4 KiB pages (written through the export `store(address, byte)`; `load`
+/// reads a byte), with an image and a start function that writes 7 at
+/// `overlay_at`; a reset after each request, and the memory compared with
+/// a fresh instance's every `check_every` requests.
 struct Rotation {
     host_pages: u32,
     rounds: u32,
@@ -541,17 +526,46 @@ struct Rotation {
 }
 
 impl Rotation {
-    /// Runs the rotation on an instance of `wat` in an engine of `config`;
+    /// The module: `host_pages / 16` Wasm pages.
+    fn wat(&self) -> String {
+        format!(
+            r#"
+(module
+  (memory (export "mem") {pages})
+  (data (i32.const 100) "image")
+  (func $start (i32.store8 (i32.const {overlay}) (i32.const 7)))
+  (start $start)
+  (func (export "store") (param i32 i32) (i32.store8 (local.get 0) (local.get 1)))
+  (func (export "load") (param i32) (result i32) (i32.load8_u (local.get 0))))
+"#,
+            pages = self.host_pages / 16,
+            overlay = self.overlay_at,
+        )
+    }
+
+    /// Runs the rotation under `policy`, once with each allocator;
     /// `each_request` runs at the start of every request.
-    fn run(
+    fn run(&self, policy: ResetPolicy, each_request: impl Fn(&mut Store<()>, Instance)) {
+        for (allocator, pooling) in [("on demand", false), ("pooling", true)] {
+            let mut config = Config::new();
+            config.instance_reset_policy(policy);
+            if pooling {
+                config.allocation_strategy(pooled());
+            }
+            let what = format!("{policy:?}, {allocator}");
+            self.run_in(&what, &config, &each_request);
+        }
+    }
+
+    /// [`Rotation::run`] in one engine of `config`.
+    fn run_in(
         &self,
         what: &str,
         config: &Config,
-        wat: &str,
-        each_request: impl Fn(&mut Store<()>, Instance),
+        each_request: &impl Fn(&mut Store<()>, Instance),
     ) {
         let engine = Engine::new(config).unwrap();
-        let module = Module::new(&engine, wat).unwrap();
+        let module = Module::new(&engine, self.wat()).unwrap();
         let mut store = Store::new(&engine, ());
         let fresh = Instance::new(&mut store, &module, &[]).unwrap();
         let pristine = fresh
@@ -594,46 +608,25 @@ impl Rotation {
 /// every byte must come back each time.
 #[test]
 fn trims_that_release_whole_page_tables_lose_nothing() {
-    const ROTATING: &str = r#"
-(module
-  (memory (export "mem") 96)
-  (data (i32.const 100) "image")
-  (func $start (i32.store8 (i32.const 3000000) (i32.const 7)))
-  (start $start)
-  (func (export "store") (param i32 i32) (i32.store8 (local.get 0) (local.get 1)))
-  (func (export "load") (param i32) (result i32) (i32.load8_u (local.get 0))))
-"#;
     let policies = [
         ResetPolicy::ShootdownFree {
             resident_budget: 64 << 10,
         },
         ResetPolicy::Copy,
     ];
+    let rotation = Rotation {
+        host_pages: 96 * 16,
+        rounds: 900,
+        check_every: 60,
+        overlay_at: 3_000_000,
+    };
     for policy in policies {
-        for (name, pooling) in [("on demand", false), ("pooling", true)] {
-            let mut config = Config::new();
-            config.instance_reset_policy(policy);
-            if pooling {
-                config.allocation_strategy(pooled());
-            }
-            let rotation = Rotation {
-                host_pages: 96 * 16,
-                rounds: 900,
-                check_every: 60,
-                overlay_at: 3_000_000,
-            };
-            rotation.run(
-                &format!("{policy:?}, {name}"),
-                &config,
-                ROTATING,
-                |store, instance| {
-                    let load = instance
-                        .get_typed_func::<i32, i32>(&mut *store, "load")
-                        .unwrap();
-                    assert_eq!(load.call(&mut *store, 5_000_000).unwrap(), 0);
-                },
-            );
-        }
+        rotation.run(policy, |store, instance| {
+            let load = instance
+                .get_typed_func::<i32, i32>(&mut *store, "load")
+                .unwrap();
+            assert_eq!(load.call(&mut *store, 5_000_000).unwrap(), 0);
+        });
     }
 }
 
