@@ -1024,9 +1024,11 @@ impl StoreOpaque {
     /// `store` is the live store whose Wasm is running on this thread, at
     /// a poll (called from the poll trampoline), not otherwise borrowed.
     pub(crate) unsafe fn mmu_poll(store: *mut StoreOpaque) -> Option<TrapSiteKind> {
-        // SAFETY: per the contract; the shared state is an `Arc` clone, so
-        // no borrow of the store is held across the behaviour below.
-        let Some(mmu) = (unsafe { (*store).mmu.clone() }) else {
+        // SAFETY: per the contract. This reference into the store is last
+        // used by `take_request`, before the behaviour below borrows the
+        // store again, so no `Arc` clone is needed (its two atomic updates
+        // would be paid by every interrupt).
+        let Some(mmu) = (unsafe { (*store).mmu.as_deref() }) else {
             // Only stores with a page have polls that can fault on it.
             return None;
         };

@@ -127,14 +127,35 @@ impl SwapPages {
     }
 }
 
-/// The state a store shares with its interrupters.
+/// The fields of [`MmuInterruptState`] that an interrupter writes on every
+/// interrupt, kept apart from those the interrupted thread reads.
+///
+/// An interrupt is a conversation between two CPUs, and every cache line
+/// both write moves between them. The interrupter writes these two fields
+/// just before it arms; if they shared a line with what the interrupted
+/// thread reads first (the mode and swap pages in the signal handler, the
+/// target list in the disarm), that thread would wait for the line to come
+/// back from the interrupter's CPU before it could even recognize the fault.
+/// 128 bytes, not 64, because x86_64 CPUs fetch lines in aligned pairs and
+/// some aarch64 cores have 128-byte lines. Measured in docs/benchmarks.md
+/// ("Interrupter fields on lines of their own").
 #[derive(Debug)]
-pub struct MmuInterruptState {
+#[repr(align(128))]
+struct Arming {
     /// Whether the pages are protected now (mprotect mode; in pointer-swap
     /// mode only the last arming under the lock, see `take_request`). Held
     /// while changing any page's protection or an interrupter's slot
     /// writes, and while changing `targets`.
-    arming: Mutex<bool>,
+    lock: Mutex<bool>,
+    /// The newest generation an interrupter asked to interrupt (0: none).
+    requested: AtomicU64,
+}
+
+/// The state a store shares with its interrupters.
+#[derive(Debug)]
+pub struct MmuInterruptState {
+    /// The arming lock and the pending request, on lines of their own.
+    arming: Arming,
     /// What arming changes, sorted: the start addresses of the store's
     /// poll pages (mprotect mode) or the addresses of its slots (pointer
     /// swap).
@@ -151,8 +172,6 @@ pub struct MmuInterruptState {
     targets: UnsafeCell<Vec<usize>>,
     /// Odd while a call of the store is in progress.
     generation: AtomicU64,
-    /// The newest generation an interrupter asked to interrupt (0: none).
-    requested: AtomicU64,
     /// Whether the store's Wasm is executing on some thread now: a call is
     /// in progress and not suspended at a yield.
     running: AtomicBool,
@@ -183,10 +202,12 @@ impl MmuInterruptState {
             MmuInterruptionMode::PointerSwap => Some(SwapPages::get()?),
         };
         Ok(MmuInterruptState {
-            arming: Mutex::new(false),
+            arming: Arming {
+                lock: Mutex::new(false),
+                requested: AtomicU64::new(0),
+            },
             targets: UnsafeCell::new(Vec::new()),
             generation: AtomicU64::new(0),
-            requested: AtomicU64::new(0),
             running: AtomicBool::new(false),
             mode,
             swap,
@@ -313,7 +334,11 @@ impl MmuInterruptState {
             // `armed` may be stale here; a pending request is what counts.
             // One raised after this load arms the new slot too, since its
             // interrupter then waits for the lock we hold.
-            Some(swap) => set_slot(target, swap, self.requested.load(Ordering::SeqCst) != 0),
+            Some(swap) => set_slot(
+                target,
+                swap,
+                self.arming.requested.load(Ordering::SeqCst) != 0,
+            ),
         }
     }
 
@@ -373,7 +398,9 @@ impl MmuInterruptState {
         if generation.is_multiple_of(2) {
             return false;
         }
-        self.requested.fetch_max(generation, Ordering::SeqCst);
+        self.arming
+            .requested
+            .fetch_max(generation, Ordering::SeqCst);
         // Already armed (mprotect mode) is fine: the earlier request's
         // protection still stands.
         let _ = self.set_armed(true);
@@ -429,7 +456,7 @@ impl MmuInterruptState {
         }
         // Polls run only inside a call, whose generation is odd, so an
         // empty request (0) never matches.
-        let requested = self.requested.swap(0, Ordering::SeqCst);
+        let requested = self.arming.requested.swap(0, Ordering::SeqCst);
         requested == self.generation.load(Ordering::SeqCst)
     }
 
@@ -456,7 +483,7 @@ impl MmuInterruptState {
         // Nothing that holds the lock can panic halfway through a change
         // (`protect` aborts instead), so a poisoned lock still guards a
         // consistent list.
-        self.arming.lock().unwrap_or_else(|e| e.into_inner())
+        self.arming.lock.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Arms or disarms every registered page or slot; returns `false` when,
