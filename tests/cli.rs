@@ -915,3 +915,52 @@ fn proposal_switches_take_effect() {
     assert_status(&run(&["-W", "gc=y", path]), 0);
     assert_status(&run(&["-W", "gc=n", path]), 1);
 }
+
+/// `--profile=perfmap` leaves `perf` a line for each guest function in
+/// `/tmp/perf-PID.map`; other profilers are refused by name.
+#[test]
+fn profile_perfmap_names_guest_functions() {
+    let child = wasmtime()
+        .args(["run", "--profile=perfmap", "--invoke", "add"])
+        .arg(guest("invoke.wat"))
+        .args(["1", "2"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("failed to spawn wasmtime");
+    let map = format!("/tmp/perf-{}.map", child.id());
+    let o = child.wait_with_output().unwrap();
+    assert_status(&o, 0);
+    assert_eq!(stdout(&o), "3\n");
+    let text = std::fs::read_to_string(&map).unwrap_or_else(|e| panic!("{map}: {e}"));
+    std::fs::remove_file(&map).unwrap();
+    // `$f` is the module's first function; the others have no names.
+    for want in ["::function[0]::f", "::function[1]"] {
+        assert!(
+            text.lines().any(|l| l.ends_with(want)),
+            "no line ending in {want}:\n{text}"
+        );
+    }
+
+    let path = guest("invoke.wat");
+    for (profile, want) in [
+        (
+            "jitdump",
+            "unsupported: --profile=jitdump is not supported by this engine",
+        ),
+        (
+            "guest,out.json",
+            "unsupported: --profile=guest,out.json is not supported",
+        ),
+        ("perf", "unknown profiling strategy `perf`"),
+    ] {
+        let o = run(&[
+            "run",
+            &format!("--profile={profile}"),
+            path.to_str().unwrap(),
+        ]);
+        assert_status(&o, 2);
+        assert!(stderr(&o).contains(want), "{profile}: {}", stderr(&o));
+    }
+}

@@ -56,6 +56,7 @@ pub struct Config {
     pub(crate) memory_init_cow: bool,
     pub(crate) reset_policy: ResetPolicy,
     pub(crate) target: Option<target_lexicon::Triple>,
+    pub(crate) profiler: ProfilingStrategy,
     /// Whether [`Config::wasm_exceptions`] was called: otherwise the
     /// default follows the target (on for x86_64 only).
     exceptions_chosen: bool,
@@ -103,6 +104,7 @@ impl Config {
         Config {
             features,
             exceptions_chosen: false,
+            profiler: ProfilingStrategy::None,
             tunables: Tunables::default(),
             max_wasm_stack: 512 * 1024,
             opt_level: OptLevel::Speed,
@@ -596,6 +598,40 @@ impl Config {
         }
         self.target = Some(triple);
         Ok(self)
+    }
+
+    /// Whether, and to which profiler, the engine describes the machine
+    /// code of each module it compiles or loads.
+    ///
+    /// Compiled WebAssembly runs from anonymous memory, which has no symbol
+    /// table, so a sampling profiler sees its samples as bare addresses.
+    /// With [`ProfilingStrategy::PerfMap`] every module whose code becomes
+    /// ready (compiled, taken from the compile cache or loaded from an
+    /// artifact, alone or inside a component) appends one line per function
+    /// and per entry trampoline to `/tmp/perf-PID.map`, which Linux `perf
+    /// report` reads to name them (`wasm[N]::function[I]::NAME`, `N`
+    /// counting the modules described in the process). Lines are never
+    /// removed; the file stays after the process ends, as `perf` expects.
+    /// Describing costs one write per module and nothing while code runs.
+    ///
+    /// ## Default
+    ///
+    /// [`ProfilingStrategy::None`].
+    ///
+    /// # Errors
+    ///
+    /// With [`ProfilingStrategy::PerfMap`], [`Engine::new`](crate::Engine::new)
+    /// fails if the map cannot be created or opened for appending, and
+    /// compiling or loading a module fails if its lines cannot be written.
+    /// [`ProfilingStrategy::JitDump`] and [`ProfilingStrategy::VTune`] are
+    /// not available in this runtime: `Engine::new` fails.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn profiler(&mut self, profiler: ProfilingStrategy) -> &mut Self {
+        self.profiler = profiler;
+        self
     }
 
     /// Chooses the compiler.
@@ -1664,6 +1700,13 @@ impl Config {
         if self.strategy == Strategy::Winch {
             anyhow::bail!("the Winch compiler is not supported by this runtime");
         }
+        match self.profiler {
+            ProfilingStrategy::None | ProfilingStrategy::PerfMap => {}
+            ProfilingStrategy::JitDump | ProfilingStrategy::VTune => anyhow::bail!(
+                "the profiler {:?} is not supported by this runtime (only `ProfilingStrategy::PerfMap`)",
+                self.profiler
+            ),
+        }
         Ok(())
     }
 }
@@ -1688,6 +1731,7 @@ impl fmt::Debug for Config {
             .field("parallel_compilation", &self.parallel_compilation)
             .field("signals_based_traps", &self.signals_based_traps)
             .field("strategy", &self.strategy)
+            .field("profiler", &self.profiler)
             .field(
                 "cache",
                 &self.cache.as_ref().map(|c| c.config().directory()),
@@ -1754,6 +1798,23 @@ pub enum Strategy {
     /// Upstream's baseline compiler; not available in this runtime
     /// ([`Engine::new`](crate::Engine::new) fails if selected).
     Winch,
+}
+
+/// Which profiler the engine describes its machine code to; the argument of
+/// [`Config::profiler`].
+#[non_exhaustive]
+#[derive(PartialEq, Eq, Clone, Debug, Copy)]
+pub enum ProfilingStrategy {
+    /// No profiler.
+    None,
+    /// Linux `perf`, through the process's perf map (`/tmp/perf-PID.map`).
+    PerfMap,
+    /// Upstream's jitdump files; not available in this runtime
+    /// ([`Engine::new`](crate::Engine::new) fails if selected).
+    JitDump,
+    /// Intel VTune; not available in this runtime
+    /// ([`Engine::new`](crate::Engine::new) fails if selected).
+    VTune,
 }
 
 /// How hard Cranelift optimizes; the argument of

@@ -83,6 +83,9 @@ impl Engine {
     /// the Winch compiler), or if Cranelift rejects a setting.
     pub fn new(config: &Config) -> Result<Engine> {
         config.validate()?;
+        if config.profiler == crate::ProfilingStrategy::PerfMap {
+            crate::runtime::profiling::open_perf_map()?;
+        }
         vm::init_traps();
         let compiler = Compiler::new(
             &CompilerConfig {

@@ -14,6 +14,7 @@ pub(crate) mod linker;
 pub(crate) mod memory;
 pub(crate) mod mmu;
 pub(crate) mod module;
+pub(crate) mod profiling;
 pub(crate) mod store;
 pub(crate) mod table;
 pub(crate) mod trap;
