@@ -5,7 +5,7 @@
 //! cargo run --release -p wasmtime-mmu-benches -- kernels [--runs N] [--filter NAME[,NAME...]] [--mode plain|epochs|fuel|mmu|all]
 //! cargo run --release -p wasmtime-mmu-benches -- interrupt-overhead [--runs N] [--filter NAME[,NAME...]] [--mode ...]
 //! cargo run --release -p wasmtime-mmu-benches -- stacks [--runs N]
-//! cargo run --release -p wasmtime-mmu-benches -- sightglass [--benchmarks DIR] [--runs N] [--quick] [--filter NAME[,NAME...]] [--mode plain|epochs|fuel|mmu|all] [--arming mprotect|swap] [--engine ours|upstream[:MODE]] [--list] [--trace]
+//! cargo run --release -p wasmtime-mmu-benches -- sightglass [--benchmarks DIR] [--runs N] [--quick] [--filter NAME[,NAME...]] [--mode plain|epochs|fuel|mmu|all] [--arming mprotect|swap] [--engine ours|upstream[:MODE]] [--list] [--trace] [--perf-map]
 //! cargo run --release -p wasmtime-mmu-benches -- mmu-roundtrip [--runs N] [--arming mprotect|swap|both]
 //! cargo run --release -p wasmtime-mmu-benches -- mmu-load [--workers N] [--runs N] [--quick] [--arming mprotect|swap|both]
 //! cargo run --release -p wasmtime-mmu-benches -- cache-run --upstream-cli PATH [--runs N] [--programs N]
@@ -78,6 +78,7 @@ usage: bench kernels [--runs N] [--filter NAME[,NAME...]] [--mode MODE]
        bench stacks [--runs N]
        bench sightglass [--benchmarks DIR] [--runs N] [--quick] [--filter NAME[,NAME...]]
                         [--mode MODE] [--engine ours|upstream[:MODE]] [--list] [--trace]
+                        [--perf-map]
        bench mmu-roundtrip [--runs N] [--arming mprotect|swap|both]
        bench mmu-load [--workers N] [--runs N] [--quick] [--arming mprotect|swap|both]
        bench cache-run --upstream-cli PATH [--runs N] [--programs N] [--filter NAME[,NAME...]]
@@ -197,6 +198,10 @@ pub struct Options {
     /// `sightglass`: print every iteration's numbers to stderr, with the
     /// machine's speed and stolen time around it (see `probe::Probe`).
     pub trace: bool,
+    /// `sightglass`: both engines describe their compiled code to `perf`
+    /// (`Config::profiler(ProfilingStrategy::PerfMap)`), so that `perf
+    /// record` of `--engine ENGINE:MODE` names the guest's functions.
+    pub perf_map: bool,
     /// `mmu-roundtrip` and `mmu-load`: the MMU arming mechanisms
     /// (`--arming`; `None`: both).
     pub arming: Option<Vec<roundtrip::Arming>>,
@@ -222,6 +227,7 @@ impl Options {
             engine_mode: None,
             list: false,
             trace: false,
+            perf_map: false,
             arming: None,
             workers: None,
             upstream_cli: None,
@@ -288,6 +294,7 @@ impl Options {
                 }
                 "--list" => options.list = true,
                 "--trace" => options.trace = true,
+                "--perf-map" => options.perf_map = true,
                 "-h" | "--help" => {
                     println!("{USAGE}");
                     std::process::exit(0);

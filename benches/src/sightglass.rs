@@ -194,6 +194,9 @@ macro_rules! engine_common {
             pub fn new(mode: Mode) -> anyhow::Result<Runner> {
                 let mut config = wasmtime::Config::new();
                 crate::apply_mode_to_config!(mode, config);
+                if crate::sightglass::PERF_MAP.load(std::sync::atomic::Ordering::Relaxed) {
+                    config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+                }
                 let engine = wasmtime::Engine::new(&config)?;
                 let mut linker = wasmtime::Linker::new(&engine);
                 linker.func_wrap(
@@ -647,7 +650,12 @@ struct Row {
 
 /// Runs every selected program in every (mode, engine) pair and prints the
 /// tables.
+/// `--perf-map`, for the engines' `Runner::new`.
+pub(crate) static PERF_MAP: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 pub fn run(options: &Options) -> Result<()> {
+    PERF_MAP.store(options.perf_map, std::sync::atomic::Ordering::Relaxed);
     let root = benchmarks_dir(options);
     if !root.is_dir() {
         println!(

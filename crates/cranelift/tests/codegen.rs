@@ -554,6 +554,13 @@ fn configuration() {
         .unwrap();
 }
 
+/// Prints one function's CLIF and machine code: `DUMP_WAT` (text) or
+/// `DUMP_WASM` (a binary's path) gives the module, `DUMP_FUNC` the
+/// function's index (imports counted, as in backtraces and perf map
+/// names; default 0), and `DUMP_MMU=swap`
+/// or `mprotect` compiles it with that mode's polls, e.g.
+/// `DUMP_WASM=x.wasm DUMP_FUNC=7 DUMP_MMU=swap cargo test --release -p
+/// wasmtime-mmu-cranelift --test codegen dump_clif -- --ignored --nocapture`.
 #[test]
 #[ignore = "prints code for inspection"]
 fn dump_clif() {
@@ -571,7 +578,24 @@ fn dump_clif() {
             .to_string()
     });
     let func = std::env::var("DUMP_FUNC").map_or(0, |f| f.parse().unwrap());
-    let c = clif(&wat, func, &Tunables::default());
+    let mmu = |mode| Tunables {
+        mmu_interruption: true,
+        mmu_interruption_mode: mode,
+        ..Tunables::default()
+    };
+    let tunables = match std::env::var("DUMP_MMU").as_deref() {
+        Err(_) => Tunables::default(),
+        Ok("swap") => mmu(wasmtime_mmu_environ::MmuInterruptionMode::PointerSwap),
+        Ok("mprotect") => mmu(wasmtime_mmu_environ::MmuInterruptionMode::Mprotect),
+        Ok(other) => panic!("DUMP_MMU={other}: swap or mprotect"),
+    };
+    let wasm = match std::env::var_os("DUMP_WASM") {
+        Some(path) => std::fs::read(path).unwrap(),
+        None => wat::parse_str(&wat).unwrap(),
+    };
+    let c = compiler(&tunables)
+        .compile_function_clif_for_test(ModuleTranslation::new(features(), &wasm).unwrap(), func)
+        .unwrap();
     println!("{}\n{}", c.clif, c.disasm);
 }
 
