@@ -193,12 +193,19 @@ pub enum DataMode {
     },
 }
 
-/// A data segment. Its bytes are `ModuleInfo::data_bytes[range]`.
+/// A data segment.
 #[derive(Clone, Debug)]
 pub struct DataSegment {
     /// How it is used.
     pub mode: DataMode,
-    /// Where its bytes are in [`ModuleInfo::data_bytes`].
+    /// Where its bytes are in the binary the module was translated from.
+    ///
+    /// The bytes are not copied: a module keeps its binary without function
+    /// bodies (the runtime's *skeleton*, which holds the data section
+    /// unchanged), translates that to get its `ModuleInfo`, and reads a
+    /// segment's bytes there. A module loaded from a file thus reads its
+    /// data where the file is mapped, and a compiled one holds each byte
+    /// once.
     pub range: Range<usize>,
 }
 
@@ -244,8 +251,6 @@ pub struct ModuleInfo {
     pub elements: PrimaryMap<ElemIndex, ElementSegment>,
     /// Data segments.
     pub data: PrimaryMap<DataIndex, DataSegment>,
-    /// All data-segment bytes, concatenated.
-    pub data_bytes: Vec<u8>,
     /// Function names from the name section.
     pub func_names: HashMap<FuncIndex, String>,
 }
@@ -354,11 +359,6 @@ impl ModuleInfo {
     /// The type of function `index`.
     pub fn func_type(&self, index: FuncIndex) -> &WasmFuncType {
         &self.types[self.functions[index]]
-    }
-
-    /// The bytes of data segment `index`.
-    pub fn data_segment_bytes(&self, index: DataIndex) -> &[u8] {
-        &self.data_bytes[self.data[index].range.clone()]
     }
 
     /// The name of function `index` from the name section, if any.
@@ -703,11 +703,14 @@ impl<'a> ModuleTranslation<'a> {
                             offset: ConstExpr::from_wasmparser(&offset_expr)?,
                         },
                     };
-                    let start = m.data_bytes.len();
-                    m.data_bytes.extend_from_slice(segment.data);
+                    // The parser's slices borrow from the binary it reads.
+                    let start = (segment.data.as_ptr() as usize)
+                        .checked_sub(self.wasm.as_ptr() as usize)
+                        .filter(|start| start + segment.data.len() <= self.wasm.len())
+                        .ok_or_else(|| anyhow!("a data segment outside the module's binary"))?;
                     m.data.push(DataSegment {
                         mode,
-                        range: start..m.data_bytes.len(),
+                        range: start..start + segment.data.len(),
                     });
                 }
             }

@@ -836,7 +836,7 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
             copied_into[memory.index()] = true;
             let offset = instance_ref.eval_const(store, offset)?.get_i32() as u32 as usize;
             let memory = &store.memories[instance_ref.memories[memory.index()]];
-            let bytes = info.data_segment_bytes(index);
+            let bytes = module.data_segment(index);
             let fits = offset
                 .checked_add(bytes.len())
                 .is_some_and(|end| end <= memory.byte_size());

@@ -282,13 +282,19 @@ impl Module {
     /// Compiles `binary` (no cache).
     pub(crate) fn compile(engine: &Engine, binary: &[u8]) -> Result<Module> {
         let translation = ModuleTranslation::new(engine.config().features, binary)?;
-        let info = translation.module.clone();
         let func_body_offsets: PrimaryMap<DefinedFuncIndex, u32> = translation
             .function_bodies
             .values()
             .map(|b| b.body.range().start as u32)
             .collect();
         let skeleton = artifact::skeleton(binary)?;
+        // The module reads its data segments in its skeleton, which it
+        // keeps, so its metadata comes from translating the skeleton, as a
+        // loaded artifact's does; the binary's translation only feeds the
+        // compiler.
+        let info = ModuleTranslation::new(engine.config().features, &skeleton)
+            .context("the module's skeleton does not validate (a runtime bug)")?
+            .module;
         let artifacts = engine.compiler().compile_module(translation)?;
         let code = CodeMemory::new(
             &artifacts.text,
@@ -458,6 +464,12 @@ impl Module {
             (code, Skeleton::Owned(bytes[skeleton_range].into()))
         };
         Module::assemble(engine, info, skeleton, tables, code)
+    }
+
+    /// The bytes of data segment `index`, read where the skeleton holds
+    /// them ([`wasmtime_environ::DataSegment::range`]).
+    pub(crate) fn data_segment(&self, index: wasmtime_environ::DataIndex) -> &[u8] {
+        &self.skeleton()[self.inner.info.data[index].range.clone()]
     }
 
     /// The module's binary without function bodies (see `artifact.rs`).
@@ -663,7 +675,7 @@ impl Module {
             if !self.inner.engine.config().memory_init_cow {
                 return ModuleImages::none();
             }
-            ModuleImages::build(&self.inner.info).unwrap_or_else(|e| {
+            ModuleImages::build(&self.inner.info, self.skeleton()).unwrap_or_else(|e| {
                 log::warn!("copying data segments: no memory image: {e:#}");
                 ModuleImages::none()
             })

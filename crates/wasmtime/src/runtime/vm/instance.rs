@@ -585,7 +585,7 @@ impl Instance {
         {
             return &[];
         }
-        self.module.info().data_segment_bytes(index)
+        self.module.data_segment(index)
     }
 
     /// Writes `value` of type `ty` into a global's storage.

@@ -1584,7 +1584,7 @@ mod tests {
         )
         .unwrap()
         .module;
-        let images = super::super::memory_image::ModuleImages::build(&info).unwrap();
+        let images = super::super::memory_image::ModuleImages::build(&info, &bytes).unwrap();
         let image = images
             .memory(wasmtime_environ::DefinedMemoryIndex::from_u32(0))
             .cloned();

@@ -132,12 +132,13 @@ impl ModuleImages {
         ModuleImages::default()
     }
 
-    /// Builds the images `info`'s memories can have.
+    /// Builds the images `info`'s memories can have; `binary` is what `info`
+    /// was translated from, which holds the data segments' bytes.
     ///
     /// # Errors
     ///
     /// If a memfd cannot be created, written, sealed or mapped.
-    pub fn build(info: &ModuleInfo) -> Result<ModuleImages> {
+    pub fn build(info: &ModuleInfo, binary: &[u8]) -> Result<ModuleImages> {
         let page = host_page_size();
         let mut images = ModuleImages {
             memories: PrimaryMap::new(),
@@ -187,7 +188,7 @@ impl ModuleImages {
                     let mut bytes = vec![0u8; span];
                     for (_, start, range) in &segments {
                         bytes[start - lo..start - lo + range.len()]
-                            .copy_from_slice(&info.data_bytes[range.clone()]);
+                            .copy_from_slice(&binary[range.clone()]);
                     }
                     for (index, _, _) in &segments {
                         images.in_image[index.index()] = true;
@@ -234,25 +235,26 @@ fn constant_offset(expr: &ConstExpr) -> Option<u64> {
 mod tests {
     use super::*;
 
-    fn module_info(wat: &str) -> ModuleInfo {
+    /// The images of the module `wat`.
+    fn images_of(wat: &str) -> ModuleImages {
         let bytes = wat::parse_str(wat).unwrap();
-        wasmtime_environ::ModuleTranslation::new(
+        let info = wasmtime_environ::ModuleTranslation::new(
             wasmtime_environ::wasmparser::WasmFeatures::default(),
             &bytes,
         )
         .unwrap()
-        .module
+        .module;
+        ModuleImages::build(&info, &bytes).unwrap()
     }
 
     #[test]
     fn constant_segments_make_an_image() {
-        let info = module_info(
+        let images = images_of(
             r#"(module (memory 2)
                  (data (i32.const 10) "ab")
                  (data (i32.const 70000) "cd")
                  (data (i32.const 11) "Z"))"#,
         );
-        let images = ModuleImages::build(&info).unwrap();
         let image = images.memory(DefinedMemoryIndex::new(0)).unwrap();
         assert_eq!(image.offset(), 0);
         assert_eq!(image.len() % host_page_size(), 0);
@@ -268,33 +270,29 @@ mod tests {
 
     #[test]
     fn global_offsets_and_overflow_prevent_an_image() {
-        let info = module_info(
+        let images = images_of(
             r#"(module (global i32 (i32.const 0)) (memory 1)
                  (data (global.get 0) "ab"))"#,
         );
-        let images = ModuleImages::build(&info).unwrap();
         assert!(images.memory(DefinedMemoryIndex::new(0)).is_none());
         assert!(!images.holds_segment(wasmtime_environ::DataIndex::new(0)));
-        let info = module_info(r#"(module (memory 1) (data (i32.const 65535) "ab"))"#);
-        let images = ModuleImages::build(&info).unwrap();
+        let images = images_of(r#"(module (memory 1) (data (i32.const 65535) "ab"))"#);
         assert!(images.memory(DefinedMemoryIndex::new(0)).is_none());
     }
 
     #[test]
     fn sparse_images_are_refused() {
-        let info = module_info(
+        let images = images_of(
             r#"(module (memory 100)
                  (data (i32.const 0) "a")
                  (data (i32.const 6000000) "b"))"#,
         );
-        let images = ModuleImages::build(&info).unwrap();
         assert!(images.memory(DefinedMemoryIndex::new(0)).is_none());
     }
 
     #[test]
     fn image_offset_is_page_aligned() {
-        let info = module_info(r#"(module (memory 1) (data (i32.const 9000) "xyz"))"#);
-        let images = ModuleImages::build(&info).unwrap();
+        let images = images_of(r#"(module (memory 1) (data (i32.const 9000) "xyz"))"#);
         let image = images.memory(DefinedMemoryIndex::new(0)).unwrap();
         let page = host_page_size();
         assert_eq!(image.offset(), 9000 / page * page);
