@@ -136,8 +136,9 @@ impl SwapPages {
 /// thread reads first (the mode and swap pages in the signal handler, the
 /// target list in the disarm), that thread would wait for the line to come
 /// back from the interrupter's CPU before it could even recognize the fault.
-/// 128 bytes, not 64, because x86_64 CPUs fetch lines in aligned pairs and
-/// some aarch64 cores have 128-byte lines. Measured in docs/benchmarks.md
+/// 128 bytes, not 64, because many x86_64 CPUs prefetch the other line of
+/// an aligned pair along with the one asked for, and some aarch64 cores
+/// have 128-byte lines. Measured in docs/benchmarks.md
 /// ("Interrupter fields on lines of their own").
 #[derive(Debug)]
 #[repr(align(128))]
