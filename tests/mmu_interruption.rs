@@ -8,7 +8,9 @@
 //! The whole suite (`mmu_interruption/suite.rs`) runs once per arming mode
 //! (`Config::mmu_interruption_mode`): in module `mprotect`, arming makes the
 //! poll pages `PROT_NONE`; in module `pointer_swap`, it stores the
-//! unreadable swap page's address into each page's slot.
+//! unreadable swap page's address into each page's slot. Module
+//! `pointer_swap_no_leaf_polls` runs it a third time with loop-free leaves
+//! left without their entry poll (`Config::mmu_interruption_leaf_polls`).
 //!
 //! Run with `cargo test --release --test mmu_interruption`. Every loop is
 //! bounded: a guest that "spins forever" spins 0x7fffffff iterations at
@@ -30,11 +32,21 @@
 /// The suite with `mprotect` arming.
 mod mprotect {
     const MODE: wasmtime::MmuInterruptionMode = wasmtime::MmuInterruptionMode::Mprotect;
+    const LEAF_POLLS: bool = true;
     include!("mmu_interruption/suite.rs");
 }
 
 /// The suite with pointer-swap arming.
 mod pointer_swap {
     const MODE: wasmtime::MmuInterruptionMode = wasmtime::MmuInterruptionMode::PointerSwap;
+    const LEAF_POLLS: bool = true;
+    include!("mmu_interruption/suite.rs");
+}
+
+/// The suite with pointer-swap arming and loop-free leaves left without
+/// their entry poll: every behaviour must hold without them.
+mod pointer_swap_no_leaf_polls {
+    const MODE: wasmtime::MmuInterruptionMode = wasmtime::MmuInterruptionMode::PointerSwap;
+    const LEAF_POLLS: bool = false;
     include!("mmu_interruption/suite.rs");
 }

@@ -241,6 +241,9 @@ struct MmuInterrupts {
     /// Whether the engine arms by pointer swap (counted apart, so a run
     /// shows that both modes were exercised).
     pointer_swap: bool,
+    /// Whether loop-free leaves were compiled without their entry poll
+    /// (counted apart too).
+    no_leaf_polls: bool,
     period_us: u32,
     then: MmuThen,
     asynchronous: bool,
@@ -295,6 +298,7 @@ impl MmuInterrupts {
         Some(MmuInterrupts {
             interrupter: store.mmu_interrupter().unwrap(),
             pointer_swap: config.mmu_mode == wasmtime::MmuInterruptionMode::PointerSwap,
+            no_leaf_polls: !config.mmu_leaf_polls,
             period_us,
             then,
             asynchronous: config.asynchronous,
@@ -351,6 +355,9 @@ impl MmuInterrupts {
         sender.stop.store(true, Ordering::Relaxed);
         let (sent, dropped) = sender.thread.join().unwrap();
         stats::bump("ours_mmu_steps");
+        if self.no_leaf_polls {
+            stats::bump("ours_mmu_steps_no_leaf_polls");
+        }
         if self.pointer_swap {
             stats::bump("ours_mmu_steps_pointer_swap");
         }

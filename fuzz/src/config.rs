@@ -142,7 +142,7 @@ pub type EngineKey = (
     MemoryKnobs,
     bool,
     bool,
-    Option<wasmtime::MmuInterruptionMode>,
+    Option<(wasmtime::MmuInterruptionMode, bool)>,
 );
 
 /// The environment variable that pins [`OursConfig::mmu_mode`] for a
@@ -183,6 +183,10 @@ pub struct OursConfig {
     /// How MMU interrupts are armed (`Config::mmu_interruption_mode`), when
     /// `mmu` is not `Off`: both modes must give the same results.
     pub mmu_mode: wasmtime::MmuInterruptionMode,
+    /// Whether loop-free leaves poll at entry
+    /// (`Config::mmu_interruption_leaf_polls`), when `mmu` is not `Off`:
+    /// results must not depend on it either.
+    pub mmu_leaf_polls: bool,
 }
 
 impl OursConfig {
@@ -204,6 +208,7 @@ impl OursConfig {
             asynchronous: false,
             mmu: Mmu::Off,
             mmu_mode: wasmtime::MmuInterruptionMode::Mprotect,
+            mmu_leaf_polls: true,
         }
     }
 
@@ -267,6 +272,9 @@ impl OursConfig {
             wasmtime::MmuInterruptionMode::Mprotect
         };
         let mmu_mode = pinned_mmu_mode().unwrap_or(drawn_mode);
+        // Drawn last, so that the inputs of earlier corpora keep the rest
+        // of their configurations.
+        let mmu_leaf_polls = u.ratio(2, 3)?;
         Ok(OursConfig {
             opt_level,
             memory: MemoryKnobs {
@@ -281,6 +289,7 @@ impl OursConfig {
             asynchronous,
             mmu,
             mmu_mode,
+            mmu_leaf_polls,
         })
     }
 
@@ -304,6 +313,7 @@ impl OursConfig {
         c.consume_fuel(self.fuel != Fuel::Off);
         c.mmu_interruption(self.mmu != Mmu::Off);
         c.mmu_interruption_mode(self.mmu_mode);
+        c.mmu_interruption_leaf_polls(self.mmu_leaf_polls);
         c
     }
 
@@ -315,7 +325,7 @@ impl OursConfig {
             self.memory,
             self.epochs != Epochs::Off,
             self.fuel != Fuel::Off,
-            (self.mmu != Mmu::Off).then_some(self.mmu_mode),
+            (self.mmu != Mmu::Off).then_some((self.mmu_mode, self.mmu_leaf_polls)),
         )
     }
 }

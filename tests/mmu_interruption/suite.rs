@@ -1,6 +1,7 @@
 // The MMU-interruption test suite, compiled once per arming mode by
-// `tests/mmu_interruption.rs`, which defines `MODE` before including this
-// file. Every engine here comes from `config()`, which sets that mode.
+// `tests/mmu_interruption.rs`, which defines `MODE` and `LEAF_POLLS`
+// (`Config::mmu_interruption_leaf_polls`) before including this file.
+// Every engine here comes from `config()`, which sets both.
 
 use std::future::Future;
 use std::pin::{Pin, pin};
@@ -72,6 +73,7 @@ fn config() -> Config {
     let mut config = Config::new();
     config.mmu_interruption(true);
     config.mmu_interruption_mode(MODE);
+    config.mmu_interruption_leaf_polls(LEAF_POLLS);
     config
 }
 
@@ -2885,6 +2887,14 @@ fn poll_at_function_entry() -> Result<()> {
     let (mut store, instance) = kick_setup(&engine)?;
     let mem = instance.get_memory(&mut store, "mem").unwrap();
     let enter = instance.get_typed_func::<(), i32>(&mut store, "enter")?;
+    if !LEAF_POLLS {
+        // `leaf` has neither a loop nor a call, so it has no entry poll:
+        // it runs to its end, and no poll of `enter` follows before the
+        // call ends, which drops the request.
+        assert_eq!(enter.call(&mut store, ())?, 5);
+        assert_eq!(&mem.data(&store)[8..12], &77_i32.to_le_bytes());
+        return Ok(());
+    }
     let err = enter.call(&mut store, ()).unwrap_err();
     assert!(is_interrupt(&err), "{err:?}");
     let frames = frames_of(&err);
@@ -3047,7 +3057,9 @@ fn request_in_a_host_call_hits_a_nested_call() -> Result<()> {
         r#"(module
           (import "host" "h" (func $h (result i32)))
           (func (export "outer") (result i32) (call $h))
-          (func (export "leaf") (result i32) (i32.const 9)))"#,
+          ;; The loop keeps it from being a loop-free leaf, which would
+          ;; have no entry poll with `mmu_interruption_leaf_polls(false)`.
+          (func (export "leaf") (result i32) (loop) (i32.const 9)))"#,
     )?;
     let module = Module::new(&engine, &wasm)?;
     let mut linker = Linker::<Option<MmuInterrupter>>::new(&engine);

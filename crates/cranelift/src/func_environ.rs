@@ -930,8 +930,12 @@ impl FuncTranslator<'_, '_> {
                 sites: wasmtime_mmu_dead_load::PollSites::for_isa(page_offset, self.cx.isa),
             });
             // Like the epoch check below: a call tree without loops must
-            // still be interruptible, so every entry polls.
-            self.mmu_poll();
+            // still be interruptible, so every entry polls, unless the
+            // function can neither loop nor call (its caller polls once it
+            // returns) and the embedder chose to leave those alone.
+            if self.cx.tunables.mmu_poll_leaf_entries || !is_loop_free_leaf(body) {
+                self.mmu_poll();
+            }
         }
         if self.cx.tunables.consume_fuel {
             let var = self.b.declare_var(I64);
@@ -1272,6 +1276,33 @@ impl FuncTranslator<'_, '_> {
 /// validated yet: a body that fails to parse, or names a memory the module
 /// lacks (not one of `memories`), gives `None`, and the translation that
 /// follows reports the error.
+/// Whether a function body has no `loop` and no call of any kind: it then
+/// runs through its code at most once per call, so without an entry poll
+/// an interrupt still waits no longer than the function's length before
+/// its caller polls (`Config::mmu_interruption_leaf_polls`). Wasm's only
+/// backward branches target `loop`s. A body that fails to decode counts as
+/// not a leaf (the validator reports it).
+fn is_loop_free_leaf(body: &wasmparser::BinaryReader<'_>) -> bool {
+    use Operator as O;
+    let mut ops = wasmparser::OperatorsReader::new(body.clone());
+    while !ops.eof() {
+        match ops.read() {
+            Ok(
+                O::Loop { .. }
+                | O::Call { .. }
+                | O::CallIndirect { .. }
+                | O::CallRef { .. }
+                | O::ReturnCall { .. }
+                | O::ReturnCallIndirect { .. }
+                | O::ReturnCallRef { .. },
+            )
+            | Err(_) => return false,
+            Ok(_) => {}
+        }
+    }
+    true
+}
+
 fn first_memory_accessed(
     body: &wasmparser::BinaryReader<'_>,
     memories: usize,

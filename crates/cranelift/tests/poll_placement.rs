@@ -79,16 +79,29 @@ fn features() -> WasmFeatures {
 
 /// Both arming modes: they emit different polls (one load, or a fenced
 /// reload of the slot and a load through it) at the same places, and the
-/// pointer-swap compiler also checks every poll's machine form.
-const MODES: [MmuInterruptionMode; 2] = [
-    MmuInterruptionMode::Mprotect,
-    MmuInterruptionMode::PointerSwap,
+/// pointer-swap compiler also checks every poll's machine form. The last
+/// entry leaves loop-free leaves without their entry poll
+/// (`Config::mmu_interruption_leaf_polls(false)`).
+const MODES: [Mode; 3] = [
+    Mode {
+        arming: MmuInterruptionMode::Mprotect,
+        leaf_entries: true,
+    },
+    Mode {
+        arming: MmuInterruptionMode::PointerSwap,
+        leaf_entries: true,
+    },
+    Mode {
+        arming: MmuInterruptionMode::PointerSwap,
+        leaf_entries: false,
+    },
 ];
 
-fn tunables(mode: MmuInterruptionMode) -> Tunables {
+fn tunables(mode: Mode) -> Tunables {
     Tunables {
         mmu_interruption: true,
-        mmu_interruption_mode: mode,
+        mmu_interruption_mode: mode.arming,
+        mmu_poll_leaf_entries: mode.leaf_entries,
         ..Tunables::default()
     }
 }
@@ -107,23 +120,31 @@ fn compilers() -> Vec<(OptLevel, Mode, Compiler)> {
             };
             (
                 opt_level,
-                Mode(mode),
+                mode,
                 Compiler::new(&config, &tunables(mode)).unwrap(),
             )
         })
         .collect()
 }
 
-/// An arming mode, printed short in messages.
+/// An arming mode and whether loop-free leaves poll at entry, printed
+/// short in messages.
 #[derive(Clone, Copy)]
-struct Mode(MmuInterruptionMode);
+struct Mode {
+    arming: MmuInterruptionMode,
+    leaf_entries: bool,
+}
 
 impl std::fmt::Debug for Mode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self.0 {
+        f.write_str(match self.arming {
             MmuInterruptionMode::Mprotect => "mprotect",
             MmuInterruptionMode::PointerSwap => "pointer-swap",
-        })
+        })?;
+        if !self.leaf_entries {
+            f.write_str(", no leaf entry polls")?;
+        }
+        Ok(())
     }
 }
 
@@ -149,6 +170,9 @@ struct Expected {
     uncertain_bulk: Vec<u32>,
     /// Reachable bulk operations with a constant length of at most 128.
     small_bulk: u32,
+    /// Whether the body holds no `loop` and no call of any kind, reachable
+    /// or not: its entry poll goes when leaf entries do not poll.
+    loop_free_leaf: bool,
 }
 
 impl Expected {
@@ -156,15 +180,26 @@ impl Expected {
         self.polls.iter().filter(|(_, k)| *k == kind).count()
     }
 
-    fn offsets(&self) -> Vec<u32> {
-        self.polls.iter().map(|(o, _)| *o).collect()
+    /// The polls expected in `mode`, as Wasm offsets.
+    fn offsets(&self, mode: Mode) -> Vec<u32> {
+        self.polls
+            .iter()
+            .filter(|(_, kind)| self.polls_at(*kind, mode))
+            .map(|(o, _)| *o)
+            .collect()
     }
 
-    fn describe(&self) -> String {
+    /// Whether a poll of `kind` is expected in `mode`.
+    fn polls_at(&self, kind: PollKind, mode: Mode) -> bool {
+        kind != PollKind::Entry || mode.leaf_entries || !self.loop_free_leaf
+    }
+
+    fn describe(&self, mode: Mode) -> String {
         format!(
-            "{} polls (1 entry + {} loops + {} bulk ops, {} of them with a maybe-constant \
+            "{} polls ({} entry + {} loops + {} bulk ops, {} of them with a maybe-constant \
              length; {} small constant bulk ops unpolled)",
-            self.polls.len(),
+            self.offsets(mode).len(),
+            usize::from(self.polls_at(PollKind::Entry, mode)),
             self.count(PollKind::Loop),
             self.count(PollKind::Bulk),
             self.uncertain_bulk.len(),
@@ -476,6 +511,18 @@ fn expected_polls(body: &FunctionBody<'_>, memory_max_bytes: &[u64], fold: bool)
         prev = Some(op);
     }
     e.polls.sort_by_key(|(o, _)| *o);
+    e.loop_free_leaf = body.get_operators_reader().unwrap().into_iter().all(|op| {
+        !matches!(
+            op.unwrap(),
+            Operator::Loop { .. }
+                | Operator::Call { .. }
+                | Operator::CallIndirect { .. }
+                | Operator::CallRef { .. }
+                | Operator::ReturnCall { .. }
+                | Operator::ReturnCallIndirect { .. }
+                | Operator::ReturnCallRef { .. }
+        )
+    });
     e
 }
 
@@ -681,7 +728,7 @@ fn check(case: &ModuleCase, levels: &[(OptLevel, Mode, &Compiler)]) -> Report {
             continue;
         }
         for (i, (e, got)) in expected.iter().zip(&actual).enumerate() {
-            let want = e.offsets();
+            let want = e.offsets(mode);
             if want == got.polls {
                 continue;
             }
@@ -691,7 +738,7 @@ fn check(case: &ModuleCase, levels: &[(OptLevel, Mode, &Compiler)]) -> Report {
                 "{} ({level:?}, {mode:?}): defined function {i} (function index {}): expected {}, got {}",
                 case.name,
                 case.num_imported_funcs + i as u32,
-                e.describe(),
+                e.describe(mode),
                 got.polls.len(),
             );
             if !missing.is_empty() {
@@ -980,6 +1027,10 @@ fn hand_written_module() {
     want_folded[11] = 1;
     want_folded[12] = 1;
     assert_eq!(folded, want_folded);
+    assert!(
+        case.expected.iter().any(|e| e.loop_free_leaf),
+        "no loop-free leaf to test the leaf-entry setting on"
+    );
     for (level, mode, compiler) in compilers() {
         let translation = ModuleTranslation::new(features(), &case.wasm).unwrap();
         let artifacts = compiler.compile_module(translation).unwrap();
@@ -991,6 +1042,12 @@ fn hand_written_module() {
         } else {
             want_folded
         };
+        // Without leaf entry polls the loop-free leaves lose their entry's.
+        let want: Vec<usize> = want
+            .iter()
+            .zip(&case.expected)
+            .map(|(&n, e)| n - usize::from(!e.polls_at(PollKind::Entry, mode)))
+            .collect();
         assert_eq!(counts, want, "{level:?}, {mode:?}");
     }
     let r = run("hand-written", std::slice::from_ref(&case), |_| {

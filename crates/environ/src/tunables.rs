@@ -30,6 +30,10 @@ pub struct Tunables {
     /// How an interrupt is armed, which decides what a poll looks like
     /// (only meaningful with `mmu_interruption`).
     pub mmu_interruption_mode: MmuInterruptionMode,
+    /// Whether functions without loops and calls poll at their entry too
+    /// (only meaningful with `mmu_interruption`); see
+    /// `Config::mmu_interruption_leaf_polls`.
+    pub mmu_poll_leaf_entries: bool,
     /// Whether every compiled store to linear memory also sets the write
     /// mark of the 4 KiB it starts in (`vm::WRITE_MARKS_OFFSET`), so that a
     /// reset learns which pages were written without asking the kernel.
@@ -80,6 +84,7 @@ impl Tunables {
             consume_fuel,
             mmu_interruption,
             mmu_interruption_mode,
+            mmu_poll_leaf_entries,
             track_memory_writes,
         } = self;
         vec![
@@ -105,6 +110,7 @@ impl Tunables {
                 }
                 .to_string(),
             ),
+            ("mmu_poll_leaf_entries", mmu_poll_leaf_entries.to_string()),
             ("track_memory_writes", track_memory_writes.to_string()),
         ]
     }
@@ -122,6 +128,7 @@ impl Default for Tunables {
             consume_fuel: false,
             mmu_interruption: false,
             mmu_interruption_mode: MmuInterruptionMode::PointerSwap,
+            mmu_poll_leaf_entries: true,
             track_memory_writes: false,
         }
     }

@@ -1260,6 +1260,46 @@ impl Config {
         self
     }
 
+    /// Whether functions without loops and without calls poll at their
+    /// entry, when [`Config::mmu_interruption`] is on.
+    ///
+    /// Polls exist so that no code runs unboundedly long without reaching
+    /// one: a loop polls at its header, and an entry poll stops an unbounded
+    /// tree of calls. A function with no `loop` and no call of any kind
+    /// (direct, indirect, by reference, or a tail call) is different: it
+    /// runs at most once through its own code and then returns to a caller
+    /// that polls (a caller with a loop at its header, one that recurses at
+    /// its own entry). Turning this off leaves such *loop-free leaves*
+    /// without their entry poll, which bounds interrupt delivery just as
+    /// well (by the leaf's length) and removes the poll from the functions
+    /// that are called most often in numeric code: small helpers such as a
+    /// 128-bit multiply, called from straight-line code millions of times a
+    /// second. Measured in `docs/benchmarks.md` ("Where libsodium-sign's
+    /// polls cost time"): the ed25519 programs of Sightglass went from
+    /// +3–6 % over no polls to within noise of none. Polls before bulk
+    /// operations are unaffected.
+    ///
+    /// The setting changes the compiled code, so modules compiled with one
+    /// value run only on engines with the same value.
+    ///
+    /// ## Default
+    ///
+    /// On: every function entry polls, where epoch checks go too. Off is
+    /// measured faster and keeps delivery bounded; it stays a choice until
+    /// it has been tested and fuzzed as long as the default placement.
+    ///
+    /// # Errors
+    ///
+    /// None: without [`Config::mmu_interruption`] the setting has no effect.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn mmu_interruption_leaf_polls(&mut self, enable: bool) -> &mut Self {
+        self.tunables.mmu_poll_leaf_entries = enable;
+        self
+    }
+
     /// Compiles WebAssembly to count what it executes against a per-store
     /// budget of *fuel*, and to stop when the budget is spent.
     ///
