@@ -1012,16 +1012,15 @@ impl FuncTranslator<'_, '_> {
         }
         match op {
             // Control leaves the function: the store must see the count.
-            Operator::Unreachable
-            | Operator::Return
-            | Operator::Call { .. }
-            | Operator::CallIndirect { .. }
-            | Operator::CallRef { .. }
-            | Operator::ReturnCall { .. }
-            | Operator::ReturnCallIndirect { .. }
-            | Operator::ReturnCallRef { .. }
-            | Operator::Throw { .. }
-            | Operator::ThrowRef => {
+            op if is_call(op)
+                || matches!(
+                    op,
+                    Operator::Unreachable
+                        | Operator::Return
+                        | Operator::Throw { .. }
+                        | Operator::ThrowRef
+                ) =>
+            {
                 self.fuel_flush_pending();
                 self.fuel_save();
             }
@@ -1283,24 +1282,28 @@ impl FuncTranslator<'_, '_> {
 /// backward branches target `loop`s. A body that fails to decode counts as
 /// not a leaf (the validator reports it).
 fn is_loop_free_leaf(body: &wasmparser::BinaryReader<'_>) -> bool {
-    use Operator as O;
     let mut ops = wasmparser::OperatorsReader::new(body.clone());
     while !ops.eof() {
         match ops.read() {
-            Ok(
-                O::Loop { .. }
-                | O::Call { .. }
-                | O::CallIndirect { .. }
-                | O::CallRef { .. }
-                | O::ReturnCall { .. }
-                | O::ReturnCallIndirect { .. }
-                | O::ReturnCallRef { .. },
-            )
-            | Err(_) => return false,
+            Ok(Operator::Loop { .. }) | Err(_) => return false,
+            Ok(op) if is_call(&op) => return false,
             Ok(_) => {}
         }
     }
     true
+}
+
+/// Whether `op` calls a function, returning here or not (tail calls).
+fn is_call(op: &Operator<'_>) -> bool {
+    matches!(
+        op,
+        Operator::Call { .. }
+            | Operator::CallIndirect { .. }
+            | Operator::CallRef { .. }
+            | Operator::ReturnCall { .. }
+            | Operator::ReturnCallIndirect { .. }
+            | Operator::ReturnCallRef { .. }
+    )
 }
 
 fn first_memory_accessed(
