@@ -142,43 +142,6 @@ impl fmt::Debug for Module {
     }
 }
 
-/// Appends a module's functions and entry trampolines to the process's
-/// perf map (`ProfilingStrategy::PerfMap`), named
-/// `wasm[N]::function[I]::NAME` (`N` counts the modules described in this
-/// process, `I` is the function's index in the module, and `::NAME` is
-/// there when the name section names it) and
-/// `wasm[N]::entry_trampoline[T]`.
-fn describe_to_perf(
-    info: &ModuleInfo,
-    code: &CodeMemory,
-    functions: &PrimaryMap<DefinedFuncIndex, FunctionLoc>,
-    entry_trampolines: &PrimaryMap<TypeIndex, FunctionLoc>,
-) -> Result<()> {
-    use crate::runtime::profiling::{CodeRange, write_perf_map};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static MODULES_DESCRIBED: AtomicU64 = AtomicU64::new(0);
-    let n = MODULES_DESCRIBED.fetch_add(1, Ordering::Relaxed);
-    let text = code.text_start();
-    let functions = functions.iter().map(|(defined, loc)| {
-        let index = info.func_index(defined);
-        let name = match info.func_name(index) {
-            Some(name) => format!("wasm[{n}]::function[{}]::{name}", index.as_u32()),
-            None => format!("wasm[{n}]::function[{}]", index.as_u32()),
-        };
-        CodeRange {
-            start: text + loc.start as usize,
-            len: loc.len as usize,
-            name: name.into(),
-        }
-    });
-    let trampolines = entry_trampolines.iter().map(|(ty, loc)| CodeRange {
-        start: text + loc.start as usize,
-        len: loc.len as usize,
-        name: format!("wasm[{n}]::entry_trampoline[{}]", ty.as_u32()).into(),
-    });
-    write_perf_map(functions.chain(trampolines))
-}
-
 impl Module {
     /// Validates and compiles `bytes` for `engine`.
     ///
@@ -563,7 +526,12 @@ impl Module {
             .map(|(name, index)| (name.clone(), *index))
             .collect();
         if engine.config().profiler == crate::ProfilingStrategy::PerfMap {
-            describe_to_perf(&info, &code, &tables.functions, &tables.entry_trampolines)?;
+            crate::runtime::profiling::describe_module(
+                &info,
+                code.text_start(),
+                &tables.functions,
+                &tables.entry_trampolines,
+            )?;
         }
         Ok(Module {
             inner: Arc::new(ModuleInner {

@@ -20,7 +20,9 @@ use crate::Result;
 use anyhow::Context as _;
 use std::fmt::Write as _;
 use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
+use wasmtime_environ::{DefinedFuncIndex, FunctionLoc, ModuleInfo, PrimaryMap, TypeIndex};
 
 /// The process's perf map, opened by the first engine that asks for it.
 static PERF_MAP: OnceLock<Mutex<std::fs::File>> = OnceLock::new();
@@ -54,32 +56,49 @@ pub(crate) fn open_perf_map() -> Result<()> {
     Ok(())
 }
 
-/// One piece of code for the perf map: its address, its length in bytes
-/// and its name.
-pub(crate) struct CodeRange<'a> {
-    pub start: usize,
-    pub len: usize,
-    pub name: std::borrow::Cow<'a, str>,
-}
-
-/// Appends `ranges` to the perf map as one write, so that the lines of two
-/// modules loaded at the same time never interleave.
+/// Appends a module's functions and entry trampolines, whose text starts
+/// at `text`, to the perf map, named `wasm[N]::function[I]::NAME` (`N`
+/// counts the modules described in this process, `I` is the function's
+/// index in the module, and `::NAME` is there when the name section names
+/// it) and `wasm[N]::entry_trampoline[T]`, in one write, so that the lines
+/// of two modules loaded at the same time never interleave.
 ///
 /// # Errors
 ///
 /// If the map was never opened ([`open_perf_map`]) or the write fails.
-pub(crate) fn write_perf_map<'a>(ranges: impl IntoIterator<Item = CodeRange<'a>>) -> Result<()> {
+pub(crate) fn describe_module(
+    info: &ModuleInfo,
+    text: usize,
+    functions: &PrimaryMap<DefinedFuncIndex, FunctionLoc>,
+    entry_trampolines: &PrimaryMap<TypeIndex, FunctionLoc>,
+) -> Result<()> {
+    static MODULES_DESCRIBED: AtomicU64 = AtomicU64::new(0);
+    let n = MODULES_DESCRIBED.fetch_add(1, Ordering::Relaxed);
     let mut lines = String::new();
-    for range in ranges {
-        if range.len == 0 {
-            continue;
+    let mut line = |loc: &FunctionLoc, name: std::fmt::Arguments<'_>| {
+        if loc.len == 0 {
+            return;
         }
+        let start = text + loc.start as usize;
         // A line ends at the newline; a name holding one (names come from
         // the module's name section, which allows any string) would start
-        // a bogus line.
-        let name = range.name.replace(['\n', '\r'], " ");
-        // Writing into a `String` cannot fail.
-        let _ = writeln!(lines, "{:x} {:x} {name}", range.start, range.len);
+        // a bogus line. Writing into a `String` cannot fail.
+        let name = name.to_string().replace(['\n', '\r'], " ");
+        let _ = writeln!(lines, "{start:x} {:x} {name}", loc.len);
+    };
+    for (defined, loc) in functions.iter() {
+        let index = info.func_index(defined);
+        let i = index.as_u32();
+        match info.func_name(index) {
+            Some(name) => line(loc, format_args!("wasm[{n}]::function[{i}]::{name}")),
+            None => line(loc, format_args!("wasm[{n}]::function[{i}]")),
+        }
+    }
+    for (ty, loc) in entry_trampolines.iter() {
+        line(
+            loc,
+            format_args!("wasm[{n}]::entry_trampoline[{}]", ty.as_u32()),
+        );
     }
     let Some(file) = PERF_MAP.get() else {
         anyhow::bail!("the perf map was not opened (a runtime bug: `Engine::new` opens it)");
