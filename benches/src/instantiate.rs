@@ -24,7 +24,7 @@
 
 use crate::Options;
 use crate::stats::{batch_for, median_f64};
-use anyhow::{Result, ensure};
+use anyhow::{Context, Result, ensure};
 use std::time::{Duration, Instant};
 
 const DEFAULT_RUNS: usize = 11;
@@ -163,6 +163,37 @@ macro_rules! requests_for {
             })
         }
 
+        /// A module read from a file, its imports defined as functions
+        /// that trap, on the on-demand allocator; its requests instantiate
+        /// and drop, calling nothing.
+        #[allow(
+            clippy::needless_question_mark,
+            reason = "upstream's error type is not anyhow's and needs the conversion"
+        )]
+        pub fn prepare_module(wasm: &[u8]) -> Result<Box<dyn Requests>> {
+            let engine = $krate::Engine::default();
+            let module = $krate::Module::new(&engine, wasm)?;
+            let mut linker = $krate::Linker::new(&engine);
+            linker.define_unknown_imports_as_traps(&module)?;
+            Ok(Box::new(InstantiateOnly {
+                pre: linker.instantiate_pre(&module)?,
+            }))
+        }
+
+        struct InstantiateOnly {
+            pre: $krate::InstancePre<()>,
+        }
+
+        impl Requests for InstantiateOnly {
+            fn serve(&mut self, n: u64) -> Result<()> {
+                for _ in 0..n {
+                    let mut store = $krate::Store::new(self.pre.module().engine(), ());
+                    self.pre.instantiate(&mut store)?;
+                }
+                Ok(())
+            }
+        }
+
         impl Requests for Prepared {
             fn serve(&mut self, n: u64) -> Result<()> {
                 for _ in 0..n {
@@ -246,6 +277,9 @@ fn prepare(
 /// Runs `bench instantiate`.
 pub fn run(options: &Options) -> Result<()> {
     let runs = options.runs(DEFAULT_RUNS);
+    if !options.modules.is_empty() {
+        return run_modules(options, runs);
+    }
     println!(
         "# bench instantiate: µs per request (new store, instance from an InstancePre, one \
          call, drop), medians of {runs} rounds"
@@ -292,6 +326,53 @@ pub fn run(options: &Options) -> Result<()> {
                 median / plain
             );
         }
+    }
+    Ok(())
+}
+
+/// `bench instantiate --module FILE...`: each module instantiated from an
+/// `InstancePre` into a new store and dropped, ours and upstream plain on
+/// their on-demand allocators, alternating within each round.
+fn run_modules(options: &Options, runs: usize) -> Result<()> {
+    println!(
+        "# bench instantiate --module: µs per request (new store, instance from an InstancePre \
+         whose imports trap, drop), on-demand allocator, medians of {runs} rounds"
+    );
+    println!();
+    println!("| module | ours (µs) | upstream 48 (µs) | ours / upstream |");
+    println!("|---|---:|---:|---:|");
+    for path in &options.modules {
+        let wasm = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let mut sides = [
+            ours::prepare_module(&wasm)?,
+            upstream::prepare_module(&wasm)?,
+        ];
+        let mut batches = Vec::new();
+        for requests in &mut sides {
+            batches.push(batch_for(ROUND_TARGET, |n| requests.serve(n))?);
+        }
+        let mut samples = [Vec::new(), Vec::new()];
+        for round in 0..runs {
+            for k in 0..2 {
+                let side = (k + round) % 2;
+                let start = Instant::now();
+                sides[side].serve(batches[side])?;
+                samples[side].push(start.elapsed().as_secs_f64() * 1e6 / batches[side] as f64);
+            }
+        }
+        let (ours, upstream) = (median_f64(&samples[0]), median_f64(&samples[1]));
+        let name = path
+            .file_name()
+            .unwrap_or(path.as_os_str())
+            .to_string_lossy();
+        let name = match path.parent().and_then(|p| p.file_name()) {
+            Some(dir) if name == "benchmark.wasm" => dir.to_string_lossy().into_owned(),
+            _ => name.into_owned(),
+        };
+        println!(
+            "| {name} | {ours:.2} | {upstream:.2} | {:.3} |",
+            ours / upstream
+        );
     }
     Ok(())
 }

@@ -13,7 +13,7 @@
 //! cargo run --release -p wasmtime-mmu-benches -- component-guest [--runs N] [--module GUEST.wasm]
 //! cargo run --release -p wasmtime-mmu-benches -- reset [--runs N] [--calls N] [--sizes 256k,4m,16m] [--threads 1,2] [--workloads fixed,rotating] [--syscalls [--resets N]]
 //! cargo run --release -p wasmtime-mmu-benches -- reset-syscalls [--resets N]
-//! cargo run --release -p wasmtime-mmu-benches -- instantiate [--runs N]
+//! cargo run --release -p wasmtime-mmu-benches -- instantiate [--runs N] [--module FILE.wasm]...
 //! cargo run --release -p wasmtime-mmu-benches -- calls [--runs N]
 //! ```
 //!
@@ -88,7 +88,7 @@ usage: bench kernels [--runs N] [--filter NAME[,NAME...]] [--mode MODE]
        bench reset [--runs N] [--calls N] [--sizes 256k,4m,16m] [--threads 1,2]
                    [--workloads fixed,rotating] [--syscalls [--resets N]]
        bench reset-syscalls [--resets N]
-       bench instantiate [--runs N]
+       bench instantiate [--runs N] [--module FILE.wasm]...
        bench calls [--runs N]
 MODE: plain, epochs, fuel, mmu (ours with MMU polls, set against upstream's epochs,
       which it measures too), marks (ours with write marks, Config::track_memory_writes)
@@ -101,7 +101,8 @@ MODE: plain, epochs, fuel, mmu (ours with MMU polls, set against upstream's epoc
 --upstream-cli: upstream Wasmtime 48's `wasmtime` binary, for cache-run
 --programs: cache-run's count of programs, the largest first (default 8)
 --module: a module for load (repeatable; default sqlite3 and the largest Sightglass program);
-          component-guest: the component (default target/guests/py-command.wasm)
+          component-guest: the component (default target/guests/py-command.wasm); instantiate:
+          modules instantiated without a call, ours and upstream plain (default: the built-in guests)
 --calls, --sizes, --threads, --workloads: reset's calls per round and thread (default: calibrated
           to about 0.25 s a round), memory sizes, thread counts and page patterns (default all)
 --resets: resets counted under strace by reset-syscalls and reset --syscalls (default 10,000)";
