@@ -419,11 +419,12 @@ impl Mmap {
 /// one page would split it. The price is more TLB misses for guests that
 /// sweep large memories on such hosts. Where THP is `madvise` (as on this
 /// project's machines) only the call itself is added, about 0.8 µs per
-/// reservation. Kernels built without THP refuse the advice with `EINVAL`,
-/// which then means there is nothing to refuse; any other failure is an
-/// error.
+/// reservation, so the call is skipped where no setting would give this
+/// mapping huge pages unasked ([`huge_pages_unasked`]). Kernels built
+/// without THP refuse the advice with `EINVAL`, which then means there is
+/// nothing to refuse; any other failure is an error.
 fn refuse_huge_pages(addr: *mut u8, len: usize) -> Result<()> {
-    if len == 0 {
+    if len == 0 || !huge_pages_unasked() {
         return Ok(());
     }
     // SAFETY: advice on a range this process mapped; `MADV_NOHUGEPAGE`
@@ -436,6 +437,49 @@ fn refuse_huge_pages(addr: *mut u8, len: usize) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether the kernel may back an anonymous mapping that was never advised
+/// `MADV_HUGEPAGE` with pages larger than the base page: the global THP
+/// setting is `always`, or any per-size setting (multi-size THP, Linux 6.8
+/// and later) is `always`. Read once per process; where the settings
+/// cannot be read (no sysfs in a container, say) the answer is yes, so the
+/// advice is given as before.
+///
+/// An administrator who switches THP to `always` while the process runs
+/// is not seen until it restarts; what that costs is speed, not
+/// correctness: a huge page is reported and restored as the 4 KiB pages it
+/// covers.
+fn huge_pages_unasked() -> bool {
+    static UNASKED: OnceLock<bool> = OnceLock::new();
+    *UNASKED.get_or_init(|| {
+        const THP: &str = "/sys/kernel/mm/transparent_hugepage";
+        let always = |path: &std::path::Path| match std::fs::read_to_string(path) {
+            // The selected value is the bracketed one: "always [madvise] never".
+            Ok(text) => Some(text.contains("[always]")),
+            Err(_) => None,
+        };
+        let Some(global) = always(std::path::Path::new(&format!("{THP}/enabled"))) else {
+            return true;
+        };
+        if global {
+            return true;
+        }
+        // Per-size settings; "inherit" follows the global one, not `always`
+        // here. A size without an `enabled` file is for shared memory only.
+        let Ok(sizes) = std::fs::read_dir(THP) else {
+            return true;
+        };
+        sizes.flatten().any(|entry| {
+            let enabled = entry.path().join("enabled");
+            entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with("hugepages-")
+                && enabled.exists()
+                && always(&enabled).unwrap_or(true)
+        })
+    })
 }
 
 /// One `mmap(2)` call: the mapping's start, or an error saying `what`
