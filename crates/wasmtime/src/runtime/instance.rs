@@ -707,17 +707,22 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
 
     // Defined function references (before anything that may take a
     // `ref.func`).
-    for i in 0..info.num_defined_funcs() {
-        let defined = DefinedFuncIndex::from_u32(i);
-        let index = info.func_index(defined);
-        // SAFETY: the slot is inside the new `VMContext`.
-        unsafe {
-            instance.func_ref(index).write(VMFuncRef {
-                wasm_call: module.function_address(defined),
-                array_call: None,
-                vmctx: instance.vmctx(),
-                type_index: module.type_id(info.functions[index]),
-            });
+    let defined_refs = module.defined_func_refs();
+    if !defined_refs.is_empty() {
+        let first = instance.func_ref(info.func_index(DefinedFuncIndex::from_u32(0)));
+        let vmctx = instance.vmctx();
+        for (i, defined) in defined_refs.iter().enumerate() {
+            // SAFETY: the defined functions' slots follow one another in
+            // the new `VMContext` (`VMOffsets::func_ref`), one per entry
+            // of `defined_refs`, so slot `i` is inside it.
+            unsafe {
+                first.add(i).write(VMFuncRef {
+                    wasm_call: defined.wasm_call as *const u8,
+                    array_call: None,
+                    vmctx,
+                    type_index: defined.type_index,
+                });
+            }
         }
     }
 
@@ -771,6 +776,8 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
     }
 
     // Globals, in order (an initializer may read earlier globals).
+    store.globals.reserve(info.global_inits.len());
+    instance.globals.reserve(info.global_inits.len());
     for (defined, init) in info.global_inits.iter() {
         let index = info.global_index(defined);
         let ty = info.globals[index];

@@ -41,6 +41,10 @@ pub(crate) struct ModuleInner {
     func_body_offsets: PrimaryMap<DefinedFuncIndex, u32>,
     address_map: Vec<AddressMapEntry>,
     type_ids: Box<[VMSharedTypeIndex]>,
+    /// What every instance writes into its defined functions' `VMFuncRef`s
+    /// besides its own `vmctx`, in defined-function order: worked out once
+    /// here rather than per function at each instantiation.
+    defined_func_refs: Box<[DefinedFuncRef]>,
     entry_trampolines: HashMap<VMSharedTypeIndex, VMEntryTrampoline>,
     offsets: VMOffsets,
     exports: HashMap<String, EntityIndex>,
@@ -53,6 +57,15 @@ pub(crate) struct ModuleInner {
     /// Copy-on-write images of the defined memories, built at the first
     /// instantiation (`Config::memory_init_cow`).
     memory_images: std::sync::OnceLock<crate::runtime::vm::memory_image::ModuleImages>,
+}
+
+/// The instance-independent part of a defined function's `VMFuncRef`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DefinedFuncRef {
+    /// The address of the function's code.
+    pub wasm_call: usize,
+    /// The engine-wide id of its type.
+    pub type_index: VMSharedTypeIndex,
 }
 
 /// Where a module keeps its skeleton (the binary without function bodies,
@@ -510,6 +523,14 @@ impl Module {
                 .entry(type_ids[ty.index()])
                 .or_insert(trampoline);
         }
+        let defined_func_refs = tables
+            .functions
+            .iter()
+            .map(|(defined, loc)| DefinedFuncRef {
+                wasm_call: code.text_start() + loc.start as usize,
+                type_index: type_ids[info.functions[info.func_index(defined)].index()],
+            })
+            .collect();
         let mut functions_by_start: Vec<_> = tables
             .functions
             .iter()
@@ -543,6 +564,7 @@ impl Module {
                 func_body_offsets: tables.func_body_offsets,
                 address_map,
                 type_ids,
+                defined_func_refs,
                 entry_trampolines,
                 offsets,
                 exports,
@@ -674,9 +696,9 @@ impl Module {
         self.inner.exports.get(name).copied()
     }
 
-    /// Address of defined function `index`'s code.
-    pub(crate) fn function_address(&self, index: DefinedFuncIndex) -> *const u8 {
-        (self.inner.code.text_start() + self.inner.functions[index].start as usize) as *const u8
+    /// Every defined function's code address and type id, in order.
+    pub(crate) fn defined_func_refs(&self) -> &[DefinedFuncRef] {
+        &self.inner.defined_func_refs
     }
 
     /// The entry trampoline for functions of type `ty`, if this module has

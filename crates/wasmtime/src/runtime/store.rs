@@ -32,9 +32,10 @@ use crate::runtime::vm::{self, CodeMemory, CodeRegistry, RawFrame, TrapRecord};
 use crate::{DEFAULT_INSTANCE_LIMIT, DEFAULT_MEMORY_LIMIT, DEFAULT_TABLE_LIMIT, ResourceLimiter};
 use crate::{Engine, Func, Module, Trap};
 use anyhow::{Result, anyhow, bail};
+use rustc_hash::FxHashMap;
 use std::any::Any;
 use std::cell::UnsafeCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::mem::ManuallyDrop;
@@ -361,9 +362,9 @@ pub struct StoreOpaque {
     modules: BTreeMap<usize, Module>,
     pub(crate) instances: Vec<Box<vm::Instance>>,
     pub(crate) funcs: Vec<FuncData>,
-    func_by_ref: HashMap<usize, u32>,
+    func_by_ref: FxHashMap<usize, u32>,
     pub(crate) host_funcs: Vec<Box<VMHostFunc>>,
-    host_func_cache: HashMap<usize, u32>,
+    host_func_cache: FxHashMap<usize, u32>,
     pub(crate) memories: Vec<Box<vm::Memory>>,
     pub(crate) tables: Vec<Box<vm::Table>>,
     pub(crate) globals: Vec<GlobalData>,
@@ -969,9 +970,9 @@ impl StoreOpaque {
             modules: BTreeMap::new(),
             instances: Vec::new(),
             funcs: Vec::new(),
-            func_by_ref: HashMap::new(),
+            func_by_ref: FxHashMap::default(),
             host_funcs: Vec::new(),
-            host_func_cache: HashMap::new(),
+            host_func_cache: FxHashMap::default(),
             memories: Vec::new(),
             tables: Vec::new(),
             globals: Vec::new(),
@@ -1533,13 +1534,24 @@ impl StoreOpaque {
         if self.modules.contains_key(&start) {
             return;
         }
-        self.code.register(code);
+        self.register_code(code);
         self.modules.insert(start, module.clone());
     }
 
-    /// Registers engine-owned code (a trampoline) with this store.
+    /// Registers code with this store: a module's, or engine-owned (a
+    /// trampoline).
+    ///
+    /// Outside any Wasm call the signal handler's view is brought up to
+    /// date at the next entry into Wasm (`call_wasm_raw`), once for all
+    /// that an instantiation registers. With Wasm on the stack, code can
+    /// be reached without a new entry (a host function stores a new host
+    /// function in a table and returns; the guest calls it), so it is
+    /// published at once.
     pub(crate) fn register_code(&mut self, code: &Arc<CodeMemory>) {
         self.code.register(code);
+        if self.wasm_call_depth > 0 {
+            self.code.publish();
+        }
     }
 
     // ----- functions -----
@@ -1656,10 +1668,12 @@ impl StoreOpaque {
 
     // ----- traps and backtraces -----
 
-    /// The store's current code snapshot pointer, for activations.
-    pub(crate) fn code_snapshot_ptr(
-        &self,
+    /// The store's current code snapshot pointer, for activations, with
+    /// all registered code published.
+    fn published_code(
+        &mut self,
     ) -> *const std::sync::atomic::AtomicPtr<vm::traphandlers::CodeSnapshot> {
+        self.code.publish();
         self.code.current_ptr()
     }
 
@@ -1696,6 +1710,7 @@ impl StoreOpaque {
             }
             None => std::ptr::null(),
         };
+        let code = self.published_code();
         let store: *mut StoreOpaque = self;
         self.wasm_call_depth += 1;
         // SAFETY: the store context and code registry live as long as the
@@ -1706,7 +1721,7 @@ impl StoreOpaque {
                     store_context: self.vm_store_context_ptr(),
                     store,
                     mmu: mmu_state,
-                    code: self.code_snapshot_ptr(),
+                    code,
                     max_wasm_stack: self.engine.config().max_wasm_stack,
                     max_backtrace_frames: self.max_backtrace_frames(),
                 },

@@ -559,15 +559,26 @@ impl Instance {
         }
         let segment = &self.module.info().elements[index];
         match &segment.items {
-            ElementItems::Functions(funcs) => funcs
-                .iter()
-                .map(|f| {
-                    if f.index() >= self.module.info().functions.len() {
-                        bail!("element segment refers to an unknown function");
-                    }
-                    Ok(self.func_ref(*f) as usize)
-                })
-                .collect(),
+            ElementItems::Functions(funcs) => {
+                let count = self.module.info().functions.len();
+                if funcs.iter().any(|f| f.index() >= count) {
+                    bail!("element segment refers to an unknown function");
+                }
+                if count == 0 {
+                    return Ok(Vec::new());
+                }
+                // Every function's slot, imported or defined, follows the
+                // first in the `VMContext` (`VMOffsets::func_ref`); worked
+                // out once rather than per item (segments of thousands of
+                // functions are filled at every instantiation).
+                let first = self.func_ref(FuncIndex::from_u32(0));
+                Ok(funcs
+                    .iter()
+                    // `wrapping_add`: an address computed, not dereferenced;
+                    // each index is below `count`, checked above.
+                    .map(|f| first.wrapping_add(f.index()) as usize)
+                    .collect())
+            }
             ElementItems::Expressions(exprs) => exprs
                 .iter()
                 .map(|e| Ok(self.eval_const(store, e)?.get_reference()))
@@ -594,11 +605,18 @@ impl Instance {
     ///
     /// `def` must be a valid global storage.
     pub unsafe fn write_global(def: *mut VMGlobalDefinition, value: ValRaw, ty: WasmValType) {
-        let size = ty.byte_size() as usize;
-        let mut bytes = [0u8; 16];
-        bytes[..size].copy_from_slice(&value.0[..size]);
+        // The bytes past the type's size are zeroed. Masking in a register
+        // rather than copying a prefix into a zeroed array on the stack: the
+        // 16-byte reload of that array after a narrower store stalled store
+        // forwarding, a large part of instantiating a module with many
+        // globals.
+        let bits = u128::from_le_bytes(value.0);
+        let kept = match ty.byte_size() {
+            16.. => bits,
+            size => bits & ((1u128 << (size * 8)) - 1),
+        };
         // SAFETY: per the contract.
-        unsafe { (*def).0 = bytes };
+        unsafe { (*def).0 = kept.to_le_bytes() };
     }
 }
 
@@ -610,18 +628,44 @@ pub fn eval_const_expr(
     mut func_ref: impl FnMut(FuncIndex) -> Result<usize>,
     mut global: impl FnMut(GlobalIndex) -> Result<ValRaw>,
 ) -> Result<ValRaw> {
+    // The value an operator that takes no operand produces.
+    let mut operand = |op: &ConstOp| -> Option<Result<ValRaw>> {
+        Some(Ok(match *op {
+            ConstOp::I32Const(v) => ValRaw::i32(v),
+            ConstOp::I64Const(v) => ValRaw::i64(v),
+            ConstOp::F32Const(v) => ValRaw::f32(v),
+            ConstOp::F64Const(v) => ValRaw::f64(v),
+            ConstOp::V128Const(v) => ValRaw::v128(v),
+            ConstOp::RefNull(_) => ValRaw::reference(0),
+            ConstOp::RefFunc(f) => return Some(func_ref(f).map(ValRaw::reference)),
+            ConstOp::GlobalGet(g) => return Some(global(g)),
+            _ => return None,
+        }))
+    };
+    // Nearly every initializer is one such operator: no stack to allocate
+    // (a module's globals and segment offsets are evaluated at every
+    // instantiation).
+    if let [op] = &expr.ops[..]
+        && let Some(value) = operand(op)
+    {
+        return value;
+    }
     let mut stack: Vec<ValRaw> = Vec::with_capacity(4);
     let pop = |stack: &mut Vec<ValRaw>| stack.pop().context("constant expression stack underflow");
     for op in expr.ops.iter() {
+        if let Some(value) = operand(op) {
+            stack.push(value?);
+            continue;
+        }
         match *op {
-            ConstOp::I32Const(v) => stack.push(ValRaw::i32(v)),
-            ConstOp::I64Const(v) => stack.push(ValRaw::i64(v)),
-            ConstOp::F32Const(v) => stack.push(ValRaw::f32(v)),
-            ConstOp::F64Const(v) => stack.push(ValRaw::f64(v)),
-            ConstOp::V128Const(v) => stack.push(ValRaw::v128(v)),
-            ConstOp::RefNull(_) => stack.push(ValRaw::reference(0)),
-            ConstOp::RefFunc(f) => stack.push(ValRaw::reference(func_ref(f)?)),
-            ConstOp::GlobalGet(g) => stack.push(global(g)?),
+            ConstOp::I32Const(_)
+            | ConstOp::I64Const(_)
+            | ConstOp::F32Const(_)
+            | ConstOp::F64Const(_)
+            | ConstOp::V128Const(_)
+            | ConstOp::RefNull(_)
+            | ConstOp::RefFunc(_)
+            | ConstOp::GlobalGet(_) => unreachable!("`operand` produced these"),
             ConstOp::RefI31 => {
                 let value = pop(&mut stack)?.get_i32();
                 let word = wasmtime_environ::i31_word(value as u32);

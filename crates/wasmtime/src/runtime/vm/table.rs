@@ -304,7 +304,15 @@ impl Table {
         if src.checked_add(len).is_none_or(|e| e > self.size()) {
             return None;
         }
-        Some((src..src + len).filter_map(|i| self.get(i)).collect())
+        if len == 0 {
+            return Some(Vec::new());
+        }
+        // SAFETY: `[src, src + len)` is in bounds (checked above) of the
+        // published buffer, which nothing writes while `&self` is held
+        // (compiled code runs only with the store borrowed mutably).
+        let elements =
+            unsafe { std::slice::from_raw_parts(self.slots().add(src as usize), len as usize) };
+        Some(elements.to_vec())
     }
 
     /// Grows by `delta` elements set to `init`, returning the old size, or
@@ -329,7 +337,8 @@ impl Table {
 
     /// All elements, in order.
     pub fn snapshot(&self) -> Vec<usize> {
-        (0..self.size()).filter_map(|i| self.get(i)).collect()
+        self.read(0, self.size())
+            .expect("the whole table is in bounds")
     }
 
     /// Makes the table exactly `elements` (its size included), as taken

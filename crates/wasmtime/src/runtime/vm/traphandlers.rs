@@ -233,15 +233,21 @@ impl CodeSnapshot {
 
 /// A store's registry of loaded code, for the signal handler.
 ///
-/// Registering code builds a new [`CodeSnapshot`] and publishes it; old
-/// snapshots stay allocated until the registry drops, so a handler that
-/// loaded an old pointer can keep using it.
+/// Registering code records it; [`CodeRegistry::publish`] builds a new
+/// [`CodeSnapshot`] of everything registered and makes it current, once
+/// for any number of registrations since the last one (an instantiation
+/// registers its module and a trampoline per distinct host-function type,
+/// and each snapshot is an allocation and a sort). Old snapshots stay
+/// allocated until the registry drops, so a handler that loaded an old
+/// pointer can keep using it.
 #[derive(Debug)]
 #[allow(clippy::vec_box, reason = "snapshots are boxed for stable addresses")]
 pub struct CodeRegistry {
     current: AtomicPtr<CodeSnapshot>,
     snapshots: Vec<Box<CodeSnapshot>>,
     code: Vec<Arc<CodeMemory>>,
+    /// How many of `code` the current snapshot holds (they are its prefix).
+    published: usize,
 }
 
 // SAFETY: the raw pointers in snapshots point into `CodeMemory`s owned by
@@ -271,15 +277,32 @@ impl CodeRegistry {
             current,
             snapshots: vec![snapshot],
             code: Vec::new(),
+            published: 0,
         }
     }
 
-    /// Registers `code` (idempotent).
+    /// Registers `code` (idempotent). The signal handler and backtraces
+    /// see it only after the next [`CodeRegistry::publish`], which must
+    /// come before the code can run.
     pub fn register(&mut self, code: &Arc<CodeMemory>) {
         if self.code.iter().any(|c| Arc::ptr_eq(c, code)) {
             return;
         }
         self.code.push(code.clone());
+    }
+
+    /// Makes everything registered so far visible through
+    /// [`CodeRegistry::current_ptr`]; does nothing when nothing was
+    /// registered since the last call.
+    #[inline]
+    pub fn publish(&mut self) {
+        if self.published != self.code.len() {
+            self.publish_new_snapshot();
+        }
+    }
+
+    #[cold]
+    fn publish_new_snapshot(&mut self) {
         let mut entries: Vec<SnapshotEntry> = self
             .code
             .iter()
@@ -298,6 +321,7 @@ impl CodeRegistry {
         });
         self.current.store(&mut *snapshot, Ordering::Release);
         self.snapshots.push(snapshot);
+        self.published = self.code.len();
     }
 
     /// Where the current snapshot pointer lives (stable for the registry's
@@ -857,6 +881,7 @@ mod tests {
         let code = Arc::new(CodeMemory::new(code, &[], trap_sites).unwrap());
         let mut registry = CodeRegistry::new();
         registry.register(&code);
+        registry.publish();
         let mut ctx = VMStoreContext {
             stack_limit: usize::MAX,
             fuel_consumed: 0,
@@ -962,12 +987,22 @@ mod tests {
         );
         let mut registry = CodeRegistry::new();
         let before = registry.current_ptr();
+        // SAFETY (both loads): the registry is alive, and so is every
+        // snapshot it published.
+        let empty = unsafe { (*registry.current_ptr()).load(Ordering::Acquire) };
         registry.register(&code);
         registry.register(&code);
-        assert_eq!(registry.snapshots.len(), 2, "registering twice is a no-op");
+        registry.publish();
+        registry.publish();
+        assert_eq!(
+            registry.snapshots.len(),
+            2,
+            "registering twice, and publishing with nothing new, make no snapshot"
+        );
         assert_eq!(before, registry.current_ptr());
-        // SAFETY: the registry is alive.
-        let snap = unsafe { &*(*registry.current_ptr()).load(Ordering::Acquire) };
+        let current = unsafe { (*registry.current_ptr()).load(Ordering::Acquire) };
+        assert_ne!(empty, current, "publishing replaced the empty snapshot");
+        let snap = unsafe { &*current };
         let start = code.text_start();
         assert_eq!(snap.lookup(start + 3), Some(TrapSiteKind::HostCallFailed));
         assert_eq!(
