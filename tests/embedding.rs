@@ -974,3 +974,39 @@ fn trapping_start_function_fails_instantiation() -> Result<()> {
     assert_eq!(trap_of(&err), Some(Trap::UnreachableCodeReached), "{err:?}");
     Ok(())
 }
+
+/// A host function made while the guest is running, of a type no host
+/// function of the store had before (so its trampoline is new to the
+/// store), stored in the guest's table by the host and called by the guest
+/// without a new entry from the host. Its failure must come back as the
+/// host's error: the trampoline's trap site has to be known to the signal
+/// handler although no call entered Wasm since it was registered.
+#[test]
+fn host_function_made_during_a_call_fails_cleanly() -> Result<()> {
+    let engine = Engine::default();
+    let module = Module::new(
+        &engine,
+        r#"(module
+             (import "host" "install" (func $install))
+             (table (export "t") 1 funcref)
+             (type $takes_i64 (func (param i64)))
+             (func (export "run")
+               call $install
+               (call_indirect (type $takes_i64) (i64.const 7) (i32.const 0))))"#,
+    )?;
+    let mut store = Store::new(&engine, ());
+    let install = Func::wrap(&mut store, |mut caller: Caller<'_, ()>| -> Result<()> {
+        let fails = Func::wrap(&mut caller, |code: i64| -> Result<()> {
+            Err(Error::new(HostFailure { code: code as u32 }))
+        });
+        let Some(Extern::Table(table)) = caller.get_export("t") else {
+            panic!("the guest exports its table");
+        };
+        table.set(&mut caller, 0, Ref::Func(Some(fails)))
+    });
+    let instance = Instance::new(&mut store, &module, &[install.into()])?;
+    let run = instance.get_typed_func::<(), ()>(&mut store, "run")?;
+    let err = run.call(&mut store, ()).unwrap_err();
+    assert_eq!(err.downcast_ref::<HostFailure>(), Some(&HostFailure { code: 7 }));
+    Ok(())
+}
