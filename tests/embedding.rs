@@ -1007,6 +1007,9 @@ fn host_function_made_during_a_call_fails_cleanly() -> Result<()> {
     let instance = Instance::new(&mut store, &module, &[install.into()])?;
     let run = instance.get_typed_func::<(), ()>(&mut store, "run")?;
     let err = run.call(&mut store, ()).unwrap_err();
-    assert_eq!(err.downcast_ref::<HostFailure>(), Some(&HostFailure { code: 7 }));
+    assert_eq!(
+        err.downcast_ref::<HostFailure>(),
+        Some(&HostFailure { code: 7 })
+    );
     Ok(())
 }

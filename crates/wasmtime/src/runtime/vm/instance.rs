@@ -615,7 +615,9 @@ impl Instance {
             16.. => bits,
             size => bits & ((1u128 << (size * 8)) - 1),
         };
-        // SAFETY: per the contract.
+        // SAFETY: the caller guarantees `def` is a live global's storage,
+        // which is 16 bytes whatever the type, so writing all of them stays
+        // inside it.
         unsafe { (*def).0 = kept.to_le_bytes() };
     }
 }
