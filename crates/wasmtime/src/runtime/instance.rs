@@ -1067,6 +1067,7 @@ impl<T: 'static> InstancePre<T> {
 
     /// The linker's items as imports of `store`, type-checked.
     fn imports(&self, opaque: &mut StoreOpaque) -> Result<Vec<Extern>> {
+        opaque.reserve_host_funcs(self.items.len());
         let imports = self
             .items
             .iter()

@@ -1630,6 +1630,14 @@ impl StoreOpaque {
         Ok(func)
     }
 
+    /// Makes room for `count` more host functions in the store's maps, so
+    /// that instantiating with many imports grows each map once rather
+    /// than rehashing it at every doubling.
+    pub(crate) fn reserve_host_funcs(&mut self, count: usize) {
+        self.host_func_cache.reserve(count);
+        self.func_by_ref.reserve(count);
+    }
+
     /// Creates a new function in this store for `host`.
     pub(crate) fn push_host_func(&mut self, host: HostFunc) -> Result<Func> {
         if !Engine::same(host.ty().engine(), &self.engine) {

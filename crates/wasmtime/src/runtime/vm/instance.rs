@@ -525,7 +525,27 @@ impl Instance {
     ///
     /// Reads globals through `store`, so the globals it refers to must be
     /// initialized.
+    #[inline]
     pub fn eval_const(&self, store: &StoreOpaque, expr: &ConstExpr) -> Result<ValRaw> {
+        // A lone constant, most initializers, is answered here, inlined
+        // into the caller: returned from a call, the 32-byte `Result` goes
+        // through memory, written in 8-byte halves and read back 16 bytes
+        // at a time, which store forwarding cannot serve (most of
+        // instantiating a module with many globals went there).
+        if let [op] = &expr.ops[..] {
+            match *op {
+                ConstOp::I32Const(v) => return Ok(ValRaw::i32(v)),
+                ConstOp::I64Const(v) => return Ok(ValRaw::i64(v)),
+                ConstOp::F32Const(v) => return Ok(ValRaw::f32(v)),
+                ConstOp::F64Const(v) => return Ok(ValRaw::f64(v)),
+                _ => {}
+            }
+        }
+        self.eval_const_in_general(store, expr)
+    }
+
+    #[inline(never)]
+    fn eval_const_in_general(&self, store: &StoreOpaque, expr: &ConstExpr) -> Result<ValRaw> {
         eval_const_expr(
             expr,
             |f| {
