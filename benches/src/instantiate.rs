@@ -361,13 +361,14 @@ fn run_modules(options: &Options, runs: usize) -> Result<()> {
             }
         }
         let (ours, upstream) = (median_f64(&samples[0]), median_f64(&samples[1]));
-        let name = path
-            .file_name()
+        // Sightglass keeps most programs as `<name>/benchmark.wasm`.
+        let stem = path
+            .file_stem()
             .unwrap_or(path.as_os_str())
             .to_string_lossy();
         let name = match path.parent().and_then(|p| p.file_name()) {
-            Some(dir) if name == "benchmark.wasm" => dir.to_string_lossy().into_owned(),
-            _ => name.into_owned(),
+            Some(dir) if stem == "benchmark" => dir.to_string_lossy().into_owned(),
+            _ => stem.into_owned(),
         };
         println!(
             "| {name} | {ours:.2} | {upstream:.2} | {:.3} |",
