@@ -315,7 +315,8 @@ impl StoreOpaque {
     pub(crate) unsafe fn take_exception_from_host(
         store: *mut StoreOpaque,
     ) -> Option<(usize, *const VMTagDefinition)> {
-        // SAFETY: per the contract.
+        // SAFETY: the caller guarantees the store is live and that no other
+        // reference to it is in use, so a unique borrow is sound.
         let store = unsafe { &mut *store };
         let thrown = matches!(
             &store.pending,
@@ -339,7 +340,8 @@ impl StoreOpaque {
     ///
     /// `store` must be live with no other reference to it in use.
     pub(crate) unsafe fn leave_exception_pending(store: *mut StoreOpaque, handle: usize) {
-        // SAFETY: per the contract.
+        // SAFETY: the caller guarantees the store is live and that no other
+        // reference to it is in use, so a unique borrow is sound.
         let store = unsafe { &mut *store };
         if let Some(exception) = store.exceptions.get_mut(handle) {
             // The host may take it.

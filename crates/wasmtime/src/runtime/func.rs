@@ -306,7 +306,8 @@ unsafe fn with_caller<T: 'static, R>(
     // SAFETY: per the contract; `StoreOpaque` is the first field of the
     // `#[repr(C)]` `StoreInner<T>`.
     let inner = unsafe { &mut *store.cast::<StoreInner<T>>() };
-    // SAFETY: per the contract.
+    // SAFETY: the caller guarantees `caller_vmctx` is null or a `VMContext`
+    // of this store, which is what `caller_instance` reads.
     let caller = unsafe { caller_instance(&inner.opaque, caller_vmctx) };
     f(Caller {
         store: StoreContextMut(inner),
@@ -325,9 +326,12 @@ unsafe fn raw_caller<'a, T: 'static>(
     store: *mut StoreOpaque,
     caller_vmctx: *mut u8,
 ) -> Caller<'a, T> {
-    // SAFETY: per the contract.
+    // SAFETY: the caller guarantees `store` is the `StoreOpaque` of a live
+    // `StoreInner<T>`, its first field (`#[repr(C)]`), with no other
+    // reference in use for as long as the returned `Caller` lives.
     let inner = unsafe { &mut *store.cast::<StoreInner<T>>() };
-    // SAFETY: per the contract.
+    // SAFETY: the caller guarantees `caller_vmctx` is null or a `VMContext`
+    // of this store.
     let caller = unsafe { caller_instance(&inner.opaque, caller_vmctx) };
     Caller {
         store: StoreContextMut(inner),
@@ -848,7 +852,10 @@ pub(crate) unsafe fn call_raw(
     match data.kind {
         FuncKind::Wasm { trampoline } => {
             let trampoline = trampoline.context("no entry trampoline for this function's type")?;
-            // SAFETY: per the contract.
+            // SAFETY: `func_ref` is this store's live Wasm function (looked
+            // up in the store just above), the trampoline is its type's,
+            // and the caller guarantees `values` holds well-typed
+            // parameters with room for the results.
             unsafe { store.call_wasm_raw(func_ref, trampoline, values.as_mut_ptr()) }
         }
         FuncKind::Host(ctx) => {

@@ -275,7 +275,9 @@ type EpochCallback<T> =
 /// `opaque` must be the `StoreOpaque` of a live `StoreInner<T>` that nothing
 /// else references during the call.
 unsafe fn epoch_accessor<T: 'static>(opaque: *mut StoreOpaque) -> Result<UpdateDeadline> {
-    // SAFETY: per the contract.
+    // SAFETY: the caller guarantees `opaque` is the `StoreOpaque` of a live
+    // `StoreInner<T>` (its first field, `#[repr(C)]`) that nothing else
+    // references during the call, so a unique borrow of the whole is sound.
     let inner = unsafe { &mut *opaque.cast::<StoreInner<T>>() };
     let mut callback = inner.epoch_callback.take();
     let update = match &mut callback {
@@ -1038,7 +1040,8 @@ impl StoreOpaque {
         if !unsafe { mmu.take_request() } {
             return None;
         }
-        // SAFETY: per the contract.
+        // SAFETY: the caller guarantees the store is live and that this
+        // thread, running its Wasm, is the only one using it.
         let behavior = unsafe { (*store).mmu_behavior };
         let decision = match behavior {
             MmuBehavior::Trap => Ok(MmuInterruptDecision::Interrupt),
@@ -1055,7 +1058,9 @@ impl StoreOpaque {
                 match caught {
                     Ok(decision) => decision,
                     Err(payload) => {
-                        // SAFETY: per the contract.
+                        // SAFETY: the store is live and used by this thread
+                        // only (this function's contract); the accessor that
+                        // borrowed it has returned by unwinding.
                         unsafe { (*store).set_pending(PendingError::Panic(payload)) };
                         return Some(TrapSiteKind::HostCallFailed);
                     }
@@ -1074,7 +1079,8 @@ impl StoreOpaque {
         match outcome {
             Ok(()) => None,
             Err(e) => {
-                // SAFETY: per the contract.
+                // SAFETY: the store is live and used by this thread only
+                // (this function's contract); nothing borrows it here.
                 unsafe { (*store).set_pending(PendingError::Error(e)) };
                 Some(TrapSiteKind::HostCallFailed)
             }
@@ -1089,7 +1095,8 @@ impl StoreOpaque {
     ///
     /// As for [`StoreOpaque::mmu_poll`].
     unsafe fn mmu_yield(store: *mut StoreOpaque) -> Result<()> {
-        // SAFETY: per the contract.
+        // SAFETY: as in `mmu_poll`, the caller guarantees the store is live
+        // and used only by this thread, which runs its Wasm.
         if unsafe { !(*store).async_state.can_block() } {
             return Ok(());
         }
@@ -1195,7 +1202,8 @@ impl StoreOpaque {
     /// `store` must be live and not otherwise referenced; called from Wasm
     /// of this store.
     pub(crate) unsafe fn out_of_gas(store: *mut StoreOpaque) -> Result<()> {
-        // SAFETY: per the contract.
+        // SAFETY: the caller guarantees the store is live and not otherwise
+        // referenced, so a unique borrow is sound.
         let this = unsafe { &mut *store };
         let fuel = this.get_fuel()?;
         if fuel == 0 {
@@ -1233,13 +1241,15 @@ impl StoreOpaque {
         // Compiled code calls whenever the counter reaches its cached
         // deadline; the real one may have moved later since (a host
         // function or callback set it).
-        // SAFETY: per the contract.
+        // SAFETY: the caller guarantees the store is live and not otherwise
+        // referenced, and its `VMStoreContext` lives as long as it does (the
+        // two reads below rest on the same).
         let deadline = unsafe { (*(*store).vm_store_context_ptr()).epoch_deadline };
-        // SAFETY: per the contract.
+        // SAFETY: as above.
         if unsafe { (*store).engine.current_epoch() } < deadline {
             return Ok(deadline);
         }
-        // SAFETY: per the contract.
+        // SAFETY: as above.
         let behavior = unsafe { (*store).epoch_behavior };
         let update = match behavior {
             EpochBehavior::Trap => UpdateDeadline::Interrupt,

@@ -178,7 +178,8 @@ pub fn builtin_array() -> *const u8 {
 ///
 /// `vmctx` must be a live instance's `VMContext`.
 unsafe fn parts(vmctx: *mut u8) -> (*mut Instance, *mut StoreOpaque) {
-    // SAFETY: per the contract.
+    // SAFETY: the caller guarantees `vmctx` is a live instance's
+    // `VMContext`, from which `from_vmctx` finds that instance.
     let instance: *mut Instance = unsafe { Instance::from_vmctx(vmctx) };
     // SAFETY: the instance is live.
     let store = unsafe { (*instance).store() };
@@ -191,7 +192,8 @@ unsafe fn parts(vmctx: *mut u8) -> (*mut Instance, *mut StoreOpaque) {
 ///
 /// `store` must be live and not otherwise borrowed.
 unsafe fn fail(store: *mut StoreOpaque, trap: Trap) -> bool {
-    // SAFETY: per the contract.
+    // SAFETY: the caller guarantees the store is live and not otherwise
+    // borrowed, so this one write through it races with nothing.
     unsafe { (*store).set_pending(PendingError::Error(trap.into())) };
     false
 }
@@ -208,7 +210,8 @@ unsafe fn grow_result(store: *mut StoreOpaque, result: Result<Option<u64>>) -> u
         Ok(Some(old)) => old,
         Ok(None) => u64::MAX,
         Err(error) => {
-            // SAFETY: per the contract.
+            // SAFETY: the caller guarantees this is the calling store, live
+            // and not otherwise borrowed during the write.
             unsafe { (*store).set_pending(PendingError::Error(error)) };
             GROW_FAILED_WITH_ERROR
         }
@@ -671,7 +674,9 @@ unsafe extern "C" fn throw_ref(vmctx: *mut u8, exn: usize) {
 /// Only compiled code calls this, with its own instance `vmctx`, a caught
 /// exception of its store and room for its payload at `values`.
 unsafe extern "C" fn exn_payload(vmctx: *mut u8, exn: usize, values: usize, release: u32) {
-    // SAFETY: per the contract.
+    // SAFETY: compiled code, the only caller, passes its own live instance's
+    // `vmctx`, an exception its store caught, and a payload area sized for
+    // the tag's values at `values`.
     unsafe {
         let (_, store) = parts(vmctx);
         let exceptions = &mut (*store).exceptions;
@@ -700,7 +705,8 @@ unsafe extern "C" fn exn_payload(vmctx: *mut u8, exn: usize, values: usize, rele
 /// Only compiled code calls this, with its own instance `vmctx` and a
 /// caught exception of its store.
 unsafe extern "C" fn exn_release(vmctx: *mut u8, exn: usize) {
-    // SAFETY: per the contract.
+    // SAFETY: compiled code, the only caller, passes its own live instance's
+    // `vmctx` and an exception its store caught.
     unsafe {
         let (_, store) = parts(vmctx);
         (*store).exceptions.release(exn);

@@ -746,7 +746,8 @@ pub unsafe extern "C" fn mmu_poll_from_trampoline(frame: *mut usize) {
 /// `activation` must be the live innermost activation with a recorded trap.
 #[inline(never)]
 unsafe fn capture_trap_backtrace(activation: *const Activation) {
-    // SAFETY: per the contract.
+    // SAFETY: the caller guarantees `activation` is the live innermost
+    // activation; only shared reads are made through it here.
     let act = unsafe { &*activation };
     if act.max_raw_frames == 0 {
         return;

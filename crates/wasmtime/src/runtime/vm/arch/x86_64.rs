@@ -262,7 +262,9 @@ pub unsafe fn redirect(cx: *mut libc::c_void, target: usize) {
 /// `fp` must be the frame pointer of a live frame that keeps frame
 /// pointers (`[fp]` = caller's fp, `[fp + 8]` = return address).
 pub unsafe fn next_frame(fp: usize) -> (usize, usize) {
-    // SAFETY: per the contract.
+    // SAFETY: the caller guarantees `fp` is a live frame's frame pointer
+    // with the saved frame pointer at `[fp]` and the return address at
+    // `[fp + 8]`, so both words are mapped and initialized.
     unsafe { (*(fp as *const usize), *((fp + 8) as *const usize)) }
 }
 
