@@ -532,14 +532,10 @@ impl Instance {
         // through memory, written in 8-byte halves and read back 16 bytes
         // at a time, which store forwarding cannot serve (most of
         // instantiating a module with many globals went there).
-        if let [op] = &expr.ops[..] {
-            match *op {
-                ConstOp::I32Const(v) => return Ok(ValRaw::i32(v)),
-                ConstOp::I64Const(v) => return Ok(ValRaw::i64(v)),
-                ConstOp::F32Const(v) => return Ok(ValRaw::f32(v)),
-                ConstOp::F64Const(v) => return Ok(ValRaw::f64(v)),
-                _ => {}
-            }
+        if let [op] = &expr.ops[..]
+            && let Some(value) = constant_value(op)
+        {
+            return Ok(value);
         }
         self.eval_const_in_general(store, expr)
     }
@@ -642,6 +638,21 @@ impl Instance {
     }
 }
 
+/// The value of an operator that is a constant by itself: it reads no
+/// operand, function or global.
+#[inline]
+fn constant_value(op: &ConstOp) -> Option<ValRaw> {
+    Some(match *op {
+        ConstOp::I32Const(v) => ValRaw::i32(v),
+        ConstOp::I64Const(v) => ValRaw::i64(v),
+        ConstOp::F32Const(v) => ValRaw::f32(v),
+        ConstOp::F64Const(v) => ValRaw::f64(v),
+        ConstOp::V128Const(v) => ValRaw::v128(v),
+        ConstOp::RefNull(_) => ValRaw::reference(0),
+        _ => return None,
+    })
+}
+
 /// Evaluates a constant expression, asking `func_ref` for the address of a
 /// `ref.func`'s function reference and `global` for a `global.get`'s value
 /// (either may refuse, failing the evaluation).
@@ -652,17 +663,11 @@ pub fn eval_const_expr(
 ) -> Result<ValRaw> {
     // The value an operator that takes no operand produces.
     let mut operand = |op: &ConstOp| -> Option<Result<ValRaw>> {
-        Some(Ok(match *op {
-            ConstOp::I32Const(v) => ValRaw::i32(v),
-            ConstOp::I64Const(v) => ValRaw::i64(v),
-            ConstOp::F32Const(v) => ValRaw::f32(v),
-            ConstOp::F64Const(v) => ValRaw::f64(v),
-            ConstOp::V128Const(v) => ValRaw::v128(v),
-            ConstOp::RefNull(_) => ValRaw::reference(0),
-            ConstOp::RefFunc(f) => return Some(func_ref(f).map(ValRaw::reference)),
-            ConstOp::GlobalGet(g) => return Some(global(g)),
-            _ => return None,
-        }))
+        match *op {
+            ConstOp::RefFunc(f) => Some(func_ref(f).map(ValRaw::reference)),
+            ConstOp::GlobalGet(g) => Some(global(g)),
+            _ => constant_value(op).map(Ok),
+        }
     };
     // Nearly every initializer is one such operator: no stack to allocate
     // (a module's globals and segment offsets are evaluated at every
