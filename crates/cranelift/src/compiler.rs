@@ -458,16 +458,48 @@ pub(crate) fn compile_module(
     let trampolines = map_maybe_parallel(compiler.parallel, types, |ts, ty| {
         crate::trampolines::compile_entry(compiler, &module.types[ty], &mut ts.codegen_ctx)
     })?;
-    link(compiler.isa.as_ref(), funcs, trampolines)
+    // Host functions are what a module's imports are usually bound to; their
+    // trampolines compiled here, in parallel and cached with the module,
+    // spare every process that loads it a compile per type.
+    let mut host_types: Vec<TypeIndex> = module
+        .functions
+        .iter()
+        .take(module.num_imported_funcs as usize)
+        .map(|(_, ty)| *ty)
+        .collect();
+    host_types.sort_unstable();
+    host_types.dedup();
+    let host_trampolines = map_maybe_parallel(compiler.parallel, host_types.clone(), |ts, ty| {
+        crate::trampolines::compile_wasm_to_host_func(
+            compiler,
+            &module.types[ty],
+            &mut ts.codegen_ctx,
+        )
+    })?;
+    let num_entry_trampolines = trampolines.len();
+    let (mut artifacts, trampoline_locs) = link(
+        compiler.isa.as_ref(),
+        funcs,
+        trampolines.into_iter().chain(host_trampolines).collect(),
+    )?;
+    let mut trampoline_locs = trampoline_locs.into_iter();
+    artifacts.entry_trampolines = trampoline_locs
+        .by_ref()
+        .take(num_entry_trampolines)
+        .collect();
+    artifacts.host_trampolines = host_types.into_iter().zip(trampoline_locs).collect();
+    Ok(artifacts)
 }
 
 /// Lays out `funcs` then `trampolines` in one text and resolves the calls
-/// between them.
+/// between them. Returns the artifacts with their function table, and the
+/// trampolines' places in order (which table each belongs to is the
+/// caller's to say).
 fn link(
     isa: &dyn TargetIsa,
     funcs: Vec<CompiledFunc>,
     trampolines: Vec<CompiledFunc>,
-) -> Result<CompiledModuleArtifacts> {
+) -> Result<(CompiledModuleArtifacts, Vec<FunctionLoc>)> {
     let mut artifacts = CompiledModuleArtifacts::default();
     let mut text = isa.text_section_builder(funcs.len() + trampolines.len());
     let mut ctrl = ControlPlane::default();
@@ -538,13 +570,12 @@ fn link(
         });
     }
     artifacts.text = text.finish(&mut ctrl);
-    let mut locs = locs.into_iter();
-    artifacts.functions = locs.by_ref().take(num_funcs).collect();
-    artifacts.entry_trampolines = locs.collect();
+    let trampoline_locs = locs.split_off(num_funcs);
+    artifacts.functions = locs.into_iter().collect();
     artifacts.trap_sites.sort_by_key(|t| t.code_offset);
     artifacts.address_map.sort_by_key(|e| e.code_offset);
     artifacts.relocations.sort_by_key(|r| r.offset);
-    Ok(artifacts)
+    Ok((artifacts, trampoline_locs))
 }
 
 /// The optimized CLIF and the disassembly of one compiled function.

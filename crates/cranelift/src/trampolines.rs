@@ -94,13 +94,47 @@ pub(crate) fn compile_entry(
     codegen(isa, ctx, false)
 }
 
-/// Compiles the wasm-to-host trampoline for functions of type `ty`.
+/// Compiles the wasm-to-host trampoline for functions of type `ty` on its
+/// own, for the engine to load by itself.
 pub(crate) fn compile_wasm_to_host(
     compiler: &Compiler,
     ty: &WasmFuncType,
 ) -> Result<CompiledTrampoline> {
+    let f = compile_wasm_to_host_func(compiler, ty, &mut Context::new())?;
+    let mut relocations = Vec::new();
+    for r in f.relocs {
+        match r.target {
+            crate::compiler::RelocTarget::Libcall(target) => {
+                relocations.push(wasmtime_mmu_environ::Relocation {
+                    offset: r.offset,
+                    target,
+                })
+            }
+            crate::compiler::RelocTarget::Func(_) => {
+                bail!("wasm-to-host trampoline calls a Wasm function")
+            }
+        }
+    }
+    Ok(CompiledTrampoline {
+        text: f.code,
+        trap_sites: f
+            .traps
+            .into_iter()
+            .map(|(code_offset, kind)| TrapSite { code_offset, kind })
+            .collect(),
+        relocations,
+    })
+}
+
+/// Compiles the wasm-to-host trampoline for functions of type `ty`, to be
+/// laid out in a module's text or loaded on its own.
+pub(crate) fn compile_wasm_to_host_func(
+    compiler: &Compiler,
+    ty: &WasmFuncType,
+    ctx: &mut Context,
+) -> Result<CompiledFunc> {
     let isa = &*compiler.isa;
-    let mut ctx = Context::new();
+    ctx.clear();
     ctx.func = ir::Function::with_name_signature(UserFuncName::default(), wasm_signature(ty));
     let mut fb_ctx = FunctionBuilderContext::new();
     let mut b = FunctionBuilder::new(&mut ctx.func, &mut fb_ctx);
@@ -168,28 +202,5 @@ pub(crate) fn compile_wasm_to_host(
     b.ins().return_(&results);
     b.finalize(isa.frontend_config());
 
-    let f = codegen(isa, &mut ctx, false)?;
-    let mut relocations = Vec::new();
-    for r in f.relocs {
-        match r.target {
-            crate::compiler::RelocTarget::Libcall(target) => {
-                relocations.push(wasmtime_mmu_environ::Relocation {
-                    offset: r.offset,
-                    target,
-                })
-            }
-            crate::compiler::RelocTarget::Func(_) => {
-                bail!("wasm-to-host trampoline calls a Wasm function")
-            }
-        }
-    }
-    Ok(CompiledTrampoline {
-        text: f.code,
-        trap_sites: f
-            .traps
-            .into_iter()
-            .map(|(code_offset, kind)| TrapSite { code_offset, kind })
-            .collect(),
-        relocations,
-    })
+    codegen(isa, ctx, false)
 }

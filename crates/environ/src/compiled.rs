@@ -86,7 +86,7 @@ pub struct Relocation {
 }
 
 /// A compiled module: one text section with every defined function and the
-/// entry trampolines, plus the tables the runtime needs to run it.
+/// entry and wasm-to-host trampolines, plus the tables the runtime needs to run it.
 ///
 /// Calls between functions of the text are already resolved. Offsets are
 /// from the start of the text.
@@ -98,6 +98,11 @@ pub struct CompiledModuleArtifacts {
     pub functions: PrimaryMap<DefinedFuncIndex, FunctionLoc>,
     /// Entry trampolines (one per type in the type section, in order).
     pub entry_trampolines: PrimaryMap<TypeIndex, FunctionLoc>,
+    /// Wasm-to-host trampolines, one per distinct type of the module's
+    /// imported functions, sorted by type. The engine copies them out at
+    /// load, so host functions of these types never need the compiler at
+    /// run time (see [`CompiledTrampoline`] for what one does).
+    pub host_trampolines: Vec<(TypeIndex, FunctionLoc)>,
     /// Every instruction that can fault or trap on purpose, sorted by
     /// offset.
     pub trap_sites: Vec<TrapSite>,
@@ -186,7 +191,9 @@ pub struct AddressMapEntry {
     pub wasm_offset: u32,
 }
 
-/// A compiled wasm-to-host trampoline, loaded on its own by the engine.
+/// A wasm-to-host trampoline compiled on its own, which the engine loads
+/// for a host function whose type no loaded module brought a trampoline
+/// for ([`CompiledModuleArtifacts::host_trampolines`]).
 #[derive(Clone, Debug, Default)]
 pub struct CompiledTrampoline {
     /// Machine code; the trampoline starts at offset 0.

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use wasmtime_environ::{Tunables, VMSharedTypeIndex, WasmFuncType};
+use wasmtime_environ::{FunctionLoc, TrapSite, Tunables, VMSharedTypeIndex, WasmFuncType};
 
 /// The compiler and the state shared by everything compiled with it.
 ///
@@ -40,9 +40,10 @@ pub(crate) struct EngineInner {
     /// Released `VMContext` mappings of memory-less instances (MMU
     /// interruption on), kept for the next ones.
     vmctx_mappings: Arc<vm::instance::VmctxMappings>,
-    /// Wasm-to-host trampolines, compiled on first use per function type
-    /// and kept for the engine's life.
-    host_trampolines: Mutex<HashMap<VMSharedTypeIndex, Arc<CodeMemory>>>,
+    /// Wasm-to-host trampolines by function type, kept for the engine's
+    /// life: copied out of the first loaded module that brought one, or
+    /// compiled on first use.
+    host_trampolines: Mutex<HashMap<VMSharedTypeIndex, HostTrampoline>>,
     /// Stores with MMU interruption, for [`Engine::running_mmu_interrupters`].
     mmu_stores: MmuStoreRegistry,
     /// What this engine's code depends on, for precompiled modules.
@@ -345,16 +346,16 @@ impl Engine {
         self.inner.epoch.load(Ordering::Relaxed)
     }
 
-    /// The wasm-to-host trampoline for functions of type `index`, compiled
-    /// and loaded on first use.
-    pub(crate) fn host_trampoline(&self, index: VMSharedTypeIndex) -> Result<Arc<CodeMemory>> {
+    /// The wasm-to-host trampoline for functions of type `index`: one a
+    /// loaded module brought, or else compiled and loaded on first use.
+    pub(crate) fn host_trampoline(&self, index: VMSharedTypeIndex) -> Result<HostTrampoline> {
         let mut cache = self
             .inner
             .host_trampolines
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if let Some(code) = cache.get(&index) {
-            return Ok(code.clone());
+        if let Some(trampoline) = cache.get(&index) {
+            return Ok(trampoline.clone());
         }
         let ty: Arc<WasmFuncType> = self
             .signatures()
@@ -369,10 +370,99 @@ impl Engine {
             &compiled.relocations,
             compiled.trap_sites,
         )?);
-        cache.insert(index, code.clone());
-        Ok(code)
+        let trampoline = HostTrampoline {
+            address: code.text_start(),
+            code,
+        };
+        cache.insert(index, trampoline.clone());
+        Ok(trampoline)
+    }
+
+    /// Keeps copies of the wasm-to-host trampolines in `code` whose types
+    /// have none yet, all in one new mapping: a module's text can be large,
+    /// and holding it for the engine's life for a few small trampolines
+    /// would outlive the module by far.
+    ///
+    /// # Safety
+    ///
+    /// Each `(index, loc)` must locate, in `code`'s text, a complete
+    /// wasm-to-host trampoline for functions of type `index` whose code
+    /// reaches nothing outside `loc` by relative address (Cranelift keeps a
+    /// function's constants in its own body) and whose libcall slots, if
+    /// any, are patched.
+    ///
+    /// # Errors
+    ///
+    /// A location outside the text, or a failure to map memory.
+    pub(crate) unsafe fn adopt_host_trampolines<'a>(
+        &self,
+        code: &CodeMemory,
+        trampolines: impl Iterator<Item = (VMSharedTypeIndex, &'a FunctionLoc)>,
+    ) -> Result<()> {
+        let mut cache = self
+            .inner
+            .host_trampolines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut text = Vec::new();
+        let mut trap_sites = Vec::new();
+        let mut adopted: Vec<(VMSharedTypeIndex, usize)> = Vec::new();
+        for (index, loc) in trampolines {
+            if cache.contains_key(&index) || adopted.iter().any(|(i, _)| *i == index) {
+                continue;
+            }
+            let bytes = code
+                .text()
+                .get(loc.start as usize..loc.start as usize + loc.len as usize)
+                .context("a host trampoline lies outside its module's text")?;
+            // A copy at a multiple of any alignment the compiler gives a
+            // function keeps the alignment of the constants inside it.
+            let start = text.len().next_multiple_of(HOST_TRAMPOLINE_ALIGN);
+            text.resize(start, 0);
+            text.extend_from_slice(bytes);
+            let sites = code.trap_sites();
+            let first = sites.partition_point(|t| t.code_offset < loc.start);
+            trap_sites.extend(
+                sites[first..]
+                    .iter()
+                    .take_while(|t| t.code_offset - loc.start < loc.len)
+                    .map(|t| TrapSite {
+                        code_offset: t.code_offset - loc.start + start as u32,
+                        kind: t.kind,
+                    }),
+            );
+            adopted.push((index, start));
+        }
+        if adopted.is_empty() {
+            return Ok(());
+        }
+        // The bytes were copied after the module's libcall slots were
+        // patched, so the copy needs no relocations of its own.
+        let copy = Arc::new(CodeMemory::new(&text, &[], trap_sites)?);
+        for (index, start) in adopted {
+            cache.insert(
+                index,
+                HostTrampoline {
+                    code: copy.clone(),
+                    address: copy.text_start() + start,
+                },
+            );
+        }
+        Ok(())
     }
 }
+
+/// A wasm-to-host trampoline the engine keeps: the code that holds it (for
+/// stores to register, so that its trap is recognized) and its address.
+#[derive(Clone, Debug)]
+pub(crate) struct HostTrampoline {
+    pub code: Arc<CodeMemory>,
+    pub address: usize,
+}
+
+/// The alignment of each trampoline copied out of a module, at least that
+/// of any function the compiler lays out.
+const HOST_TRAMPOLINE_ALIGN: usize = 64;
 
 /// How many released `VMContext` mappings of memory-less instances an
 /// on-demand engine keeps (MMU interruption on), and how many bytes of
@@ -499,4 +589,148 @@ fn new_pool(
         slot,
         reservation,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Linker, Module, Store};
+
+    /// Imports of two distinct types, one of them twice.
+    const IMPORTS_TWO_TYPES: &str = r#"(module
+        (import "host" "add" (func $add (param i32 i32) (result i32)))
+        (import "host" "sub" (func $sub (param i32 i32) (result i32)))
+        (import "host" "fail" (func $fail (param i64)))
+        (func (export "run") (param i32) (result i32)
+            (call $sub (call $add (local.get 0) (i32.const 10)) (i32.const 3)))
+        (func (export "fail") (call $fail (i64.const 7))))"#;
+
+    fn cached(engine: &Engine) -> HashMap<VMSharedTypeIndex, HostTrampoline> {
+        engine.inner.host_trampolines.lock().unwrap().clone()
+    }
+
+    fn run_with_host_functions(engine: &Engine, module: &Module) -> Result<()> {
+        let mut linker = Linker::new(engine);
+        linker.func_wrap("host", "add", |a: i32, b: i32| a + b)?;
+        linker.func_wrap("host", "sub", |a: i32, b: i32| a - b)?;
+        linker.func_wrap("host", "fail", |x: i64| -> Result<()> {
+            anyhow::bail!("the host refused {x}")
+        })?;
+        let mut store = Store::new(engine, ());
+        let instance = linker.instantiate(&mut store, module)?;
+        let run = instance.get_typed_func::<i32, i32>(&mut store, "run")?;
+        assert_eq!(run.call(&mut store, 5)?, 12);
+        let fail = instance.get_typed_func::<(), ()>(&mut store, "fail")?;
+        let err = fail
+            .call(&mut store, ())
+            .expect_err("the host function fails");
+        assert!(
+            format!("{err:?}").contains("the host refused 7"),
+            "the host's error comes back through the trampoline's trap: {err:?}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn modules_bring_their_host_trampolines() -> Result<()> {
+        let engine = Engine::default();
+        let module = Module::new(&engine, IMPORTS_TWO_TYPES)?;
+        let adopted = cached(&engine);
+        assert_eq!(
+            adopted.len(),
+            2,
+            "one trampoline per distinct imported type"
+        );
+        let mut entries = adopted.values();
+        let (first, second) = (entries.next().unwrap(), entries.next().unwrap());
+        assert!(
+            Arc::ptr_eq(&first.code, &second.code),
+            "a module's trampolines are copied into one mapping"
+        );
+        let module_text = module.code().text_range();
+        assert!(!module_text.contains(&first.address) && !module_text.contains(&second.address));
+        // Each copy keeps its `HostCallFailed` trap, at its new offset.
+        let copy = &first.code;
+        assert_eq!(copy.trap_sites().len(), 2);
+        for t in [first, second] {
+            let offset = (t.address - copy.text_start()) as u32;
+            assert!(
+                copy.trap_sites()
+                    .iter()
+                    .any(|s| s.code_offset > offset && s.code_offset < offset + 64 * 4),
+                "the trap site follows its trampoline"
+            );
+        }
+        run_with_host_functions(&engine, &module)?;
+        assert_eq!(cached(&engine).len(), 2, "nothing was compiled at run time");
+
+        // A precompiled module brings them to another engine too.
+        let bytes = module.serialize()?;
+        let other = Engine::default();
+        // SAFETY: the bytes were just written by `serialize` of this build.
+        let loaded = unsafe { Module::deserialize(&other, &bytes)? };
+        assert_eq!(cached(&other).len(), 2);
+        run_with_host_functions(&other, &loaded)?;
+
+        // A later module adds only the types the engine lacks.
+        let later = Module::new(
+            &engine,
+            r#"(module
+                (import "host" "add" (func (param i32 i32) (result i32)))
+                (import "host" "half" (func (param f64) (result f64))))"#,
+        )?;
+        let after = cached(&engine);
+        assert_eq!(after.len(), 3);
+        for (index, t) in &adopted {
+            assert_eq!(
+                after[index].address, t.address,
+                "kept types are not replaced"
+            );
+        }
+        drop(later);
+        drop(module);
+        // The copies outlive the modules that brought them.
+        run_with_host_functions(&engine, &Module::new(&engine, IMPORTS_TWO_TYPES)?)?;
+        Ok(())
+    }
+
+    #[test]
+    fn a_malformed_host_trampoline_table_is_refused() -> Result<()> {
+        let engine = Engine::default();
+        let bytes = Module::new(&engine, IMPORTS_TWO_TYPES)?.serialize()?;
+        let parsed = artifact::parse(&bytes, engine.fingerprint())?;
+        let text = &bytes[parsed.text.clone()];
+        let edits: [(&str, fn(&mut artifact::CodeTables, u32)); 3] = [
+            ("past the text", |t, text_len| {
+                t.host_trampolines[0].1.start = text_len - 1
+            }),
+            ("a type the module lacks", |t, _| {
+                t.host_trampolines[0].0 = wasmtime_environ::TypeIndex::from_u32(99)
+            }),
+            ("out of order", |t, _| t.host_trampolines.reverse()),
+        ];
+        for (what, edit) in edits {
+            let mut tables = parsed.tables.clone();
+            edit(&mut tables, text.len() as u32);
+            let bad = artifact::write(
+                engine.fingerprint(),
+                parsed.skeleton,
+                &tables,
+                &parsed.trap_sites,
+                text,
+            );
+            let other = Engine::default();
+            // SAFETY: apart from the edited table, these bytes were written
+            // by `serialize` of this build; the edit is what must be caught.
+            let err = unsafe { Module::deserialize(&other, &bad) }
+                .err()
+                .unwrap_or_else(|| panic!("{what}: loaded"));
+            assert!(
+                format!("{err:#}").contains("host-trampoline table does not match"),
+                "{what}: {err:#}"
+            );
+            assert!(cached(&other).is_empty(), "{what}: nothing adopted");
+        }
+        Ok(())
+    }
 }

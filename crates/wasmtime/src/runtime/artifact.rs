@@ -113,7 +113,7 @@ impl ArtifactKind {
 }
 
 /// The version of the layout below; a change of layout takes a new one.
-const FORMAT_VERSION: u32 = 3;
+const FORMAT_VERSION: u32 = 4;
 
 /// Magic, version, a reserved word, file length, checksum, text offset.
 const HEADER_LEN: usize = 8 + 4 + 4 + 8 + 4 + 4 + 8;
@@ -180,6 +180,9 @@ pub(crate) struct CodeTables {
     pub func_body_offsets: PrimaryMap<DefinedFuncIndex, u32>,
     /// One entry trampoline per type of the type section.
     pub entry_trampolines: PrimaryMap<TypeIndex, FunctionLoc>,
+    /// One wasm-to-host trampoline per distinct type of the imported
+    /// functions, sorted by type.
+    pub host_trampolines: Vec<(TypeIndex, FunctionLoc)>,
     /// Native-to-Wasm offsets.
     pub address_map: Vec<AddressMapEntry>,
     /// Libcall slots to patch at load.
@@ -222,6 +225,12 @@ pub(crate) fn write(
     }
     w.u32(tables.entry_trampolines.len() as u32);
     for loc in tables.entry_trampolines.values() {
+        w.u32(loc.start);
+        w.u32(loc.len);
+    }
+    w.u32(tables.host_trampolines.len() as u32);
+    for (ty, loc) in &tables.host_trampolines {
+        w.u32(ty.as_u32());
         w.u32(loc.start);
         w.u32(loc.len);
     }
@@ -371,6 +380,17 @@ pub(crate) fn parse<'a>(bytes: &'a [u8], engine: &Fingerprint) -> Result<Parsed<
             len: le32(&t[4..8]),
         });
     }
+    tables.host_trampolines = r
+        .records(12)?
+        .chunks_exact(12)
+        .map(|t| {
+            let loc = FunctionLoc {
+                start: le32(&t[4..8]),
+                len: le32(&t[8..12]),
+            };
+            (TypeIndex::from_u32(le32(&t[0..4])), loc)
+        })
+        .collect();
     let sites = r.records(5)?;
     let mut trap_sites = Vec::with_capacity(sites.len() / 5);
     for t in sites.chunks_exact(5) {
@@ -860,6 +880,8 @@ mod tests {
         t.functions.push(FunctionLoc { start: 0, len: 16 });
         t.func_body_offsets.push(30);
         t.entry_trampolines.push(FunctionLoc { start: 16, len: 8 });
+        t.host_trampolines
+            .push((TypeIndex::from_u32(0), FunctionLoc { start: 24, len: 8 }));
         t.address_map.push(AddressMapEntry {
             code_offset: 0,
             wasm_offset: 31,
@@ -884,7 +906,7 @@ mod tests {
             b"\0asm\x01\0\0\0",
             &tables(),
             &trap_sites(),
-            &[0xcc; 24],
+            &[0xcc; 32],
         )
     }
 
@@ -905,7 +927,7 @@ mod tests {
         assert_eq!(parse(&bytes, &fingerprint()).unwrap().text.start % 4096, 0);
         let parsed = parse(&bytes, &fingerprint()).unwrap();
         assert_eq!(parsed.skeleton, b"\0asm\x01\0\0\0");
-        assert_eq!(&bytes[parsed.text.clone()], &[0xcc; 24]);
+        assert_eq!(&bytes[parsed.text.clone()], &[0xcc; 32]);
         assert_eq!(parsed.trap_sites, trap_sites());
         let t = parsed.tables;
         let want = tables();
@@ -915,6 +937,7 @@ mod tests {
         );
         assert_eq!(t.func_body_offsets[DefinedFuncIndex::from_u32(0)], 30);
         assert_eq!(t.entry_trampolines.len(), 1);
+        assert_eq!(t.host_trampolines, want.host_trampolines);
         assert_eq!(t.address_map, want.address_map);
         assert_eq!(t.relocations, want.relocations);
     }

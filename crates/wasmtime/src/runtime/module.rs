@@ -53,6 +53,7 @@ pub(crate) struct ModuleInner {
     /// entry trampolines by type, and the libcall slots.
     skeleton: Skeleton,
     entry_trampoline_locs: PrimaryMap<TypeIndex, FunctionLoc>,
+    host_trampoline_locs: Box<[(TypeIndex, FunctionLoc)]>,
     relocations: Box<[Relocation]>,
     /// Copy-on-write images of the defined memories, built at the first
     /// instantiation (`Config::memory_init_cow`).
@@ -281,6 +282,7 @@ impl Module {
             functions: artifacts.functions,
             func_body_offsets,
             entry_trampolines: artifacts.entry_trampolines,
+            host_trampolines: artifacts.host_trampolines,
             address_map: artifacts.address_map,
             relocations: artifacts.relocations,
             exceptions: artifacts.exceptions,
@@ -313,6 +315,7 @@ impl Module {
             functions: inner.functions.clone(),
             func_body_offsets: inner.func_body_offsets.clone(),
             entry_trampolines: inner.entry_trampoline_locs.clone(),
+            host_trampolines: inner.host_trampoline_locs.to_vec(),
             address_map: inner.address_map.clone(),
             relocations: inner.relocations.to_vec(),
             exceptions: inner.code.exceptions().clone(),
@@ -489,6 +492,14 @@ impl Module {
         {
             bail!("the module's entry-trampoline table does not match its code");
         }
+        if !tables
+            .host_trampolines
+            .iter()
+            .all(|(ty, loc)| ty.index() < info.types.len() && in_text(loc))
+            || !tables.host_trampolines.is_sorted_by_key(|(ty, _)| *ty)
+        {
+            bail!("the module's host-trampoline table does not match its code");
+        }
         if tables
             .address_map
             .iter()
@@ -523,6 +534,19 @@ impl Module {
                 .entry(type_ids[ty.index()])
                 .or_insert(trampoline);
         }
+        // SAFETY: each location holds the wasm-to-host trampoline our compiler
+        // made for functions of that type (for an artifact, the compiler of
+        // the identical build that wrote it, which `deserialize`'s caller
+        // vouches for), and the locations were checked to lie in the text.
+        unsafe {
+            engine.adopt_host_trampolines(
+                &code,
+                tables
+                    .host_trampolines
+                    .iter()
+                    .map(|(ty, loc)| (type_ids[ty.index()], loc)),
+            )?
+        };
         let defined_func_refs = tables
             .functions
             .iter()
@@ -571,6 +595,7 @@ impl Module {
                 skeleton,
                 memory_images: std::sync::OnceLock::new(),
                 entry_trampoline_locs: tables.entry_trampolines,
+                host_trampoline_locs: tables.host_trampolines.into(),
                 relocations: tables.relocations.into(),
             }),
         })

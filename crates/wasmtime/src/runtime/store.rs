@@ -1654,13 +1654,13 @@ impl StoreOpaque {
             bail!("host function was defined with a different engine than this store's");
         }
         let trampoline = self.engine.host_trampoline(host.ty().index())?;
-        self.register_code(&trampoline);
+        self.register_code(&trampoline.code);
         if host.is_async() {
             // Wasm may call it at any time, and it must then be on a fiber.
             self.set_async_required();
         }
         let self_ptr: *mut StoreOpaque = self;
-        let ctx = VMHostFunc::new(host, trampoline.text_start() as *const u8, self_ptr);
+        let ctx = VMHostFunc::new(host, trampoline.address as *const u8, self_ptr);
         let func_ref = NonNull::from(&ctx.func_ref);
         let ty = ctx.func_ref.type_index;
         let host_ptr: *const VMHostFunc = &*ctx;
