@@ -635,14 +635,13 @@ impl Memory {
                 }
                 // Without the kernel's help, compare every page with what
                 // it would hold untouched (only on kernels before 6.7).
-                None => written.extend(
-                    (0..self.accessible)
-                        .step_by(page)
-                        .filter(|&offset| {
-                            self.page_bytes(offset) != self.untouched_page(offset, page)
-                        })
-                        .map(|offset| offset..offset + page),
-                ),
+                None => {
+                    for offset in (0..self.accessible).step_by(page) {
+                        if self.page_bytes(offset) != self.untouched_page(offset, page)? {
+                            written.push(offset..offset + page);
+                        }
+                    }
+                }
             }
             for range in written {
                 for offset in range.step_by(page) {
@@ -668,8 +667,11 @@ impl Memory {
 
     /// What page `offset` holds when nothing has written it: the image's
     /// bytes, or `None` for zeros.
-    fn image_page(&self, offset: usize) -> Option<&[u8]> {
-        self.image.as_deref()?.page(offset, host_page_size())
+    fn image_page(&self, offset: usize) -> Result<Option<&[u8]>> {
+        match self.image.as_deref() {
+            Some(image) => image.page(offset, host_page_size()),
+            None => Ok(None),
+        }
     }
 
     /// What page `offset` held right after instantiation: the overlay's
@@ -679,12 +681,15 @@ impl Memory {
         pristine: &'a Pristine,
         offset: usize,
         page: usize,
-    ) -> Option<&'a [u8]> {
-        overlay_page(pristine, offset, page).or_else(|| self.image_page(offset))
+    ) -> Result<Option<&'a [u8]>> {
+        match overlay_page(pristine, offset, page) {
+            Some(bytes) => Ok(Some(bytes)),
+            None => self.image_page(offset),
+        }
     }
 
-    fn untouched_page(&self, offset: usize, page: usize) -> &[u8] {
-        self.image_page(offset).unwrap_or(zeros(page))
+    fn untouched_page(&self, offset: usize, page: usize) -> Result<&[u8]> {
+        Ok(self.image_page(offset)?.unwrap_or(zeros(page)))
     }
 
     /// Puts the memory back into the state recorded by
@@ -798,7 +803,7 @@ impl Memory {
                 }
             } else {
                 for offset in range.clone().step_by(page) {
-                    self.restore_bytes(pristine, offset, page, page);
+                    self.restore_bytes(pristine, offset, page, page)?;
                 }
             }
         }
@@ -826,7 +831,7 @@ impl Memory {
                 let next_is_written = written.get(i + 1).is_some_and(|r| r.start == end);
                 if end < pristine.accessible && !next_is_written {
                     let len = STORE_SPILL_BYTES.min(pristine.accessible - end);
-                    self.restore_bytes(pristine, end, len, page);
+                    self.restore_bytes(pristine, end, len, page)?;
                 }
             }
         } else if matches!(policy, ResetPolicy::ShootdownFree { .. }) && self.write_marks > 0 {
@@ -978,11 +983,21 @@ impl Memory {
     /// pristine value, writing only the cache lines that differ (see
     /// [`copy_changed_lines`]): a page nobody wrote is only read, and stays
     /// shared with the image or the zero page.
-    fn restore_bytes(&self, pristine: &Pristine, offset: usize, len: usize, page: usize) {
+    ///
+    /// # Errors
+    ///
+    /// If the image's view cannot be mapped (see [`MemoryImage::bytes`]).
+    fn restore_bytes(
+        &self,
+        pristine: &Pristine,
+        offset: usize,
+        len: usize,
+        page: usize,
+    ) -> Result<()> {
         let page_start = offset - offset % page;
         let within = offset - page_start;
         let source = self
-            .pristine_page(pristine, page_start, page)
+            .pristine_page(pristine, page_start, page)?
             .unwrap_or(zeros(page));
         // SAFETY: `offset + len` is inside the accessible memory (callers
         // check it against the pristine size or iterate over ranges of
@@ -991,6 +1006,7 @@ impl Memory {
         // read-only view, the overlay or `ZERO_PAGE`) is not linear memory.
         let now = unsafe { std::slice::from_raw_parts_mut(self.base().add(offset), len) };
         copy_changed_lines(now, &source[within..within + len]);
+        Ok(())
     }
 
     /// How many bytes the last reset found written, if this memory was

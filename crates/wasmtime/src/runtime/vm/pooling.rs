@@ -477,7 +477,10 @@ impl MemoryPool {
                 continue;
             }
             for offset in range.clone().step_by(page) {
-                let source = contents.image.and_then(|image| image.page(offset, page));
+                let source = match contents.image {
+                    Some(image) => image.page(offset, page)?,
+                    None => None,
+                };
                 // SAFETY: the page is inside the slot's accessible range,
                 // read-write; the memory that used it is gone, so nothing
                 // else reads or writes it, and the source (the image or
