@@ -77,9 +77,7 @@ fn main() -> Result<()> {
                 } else {
                     ("upstream", measure!(upstream_wasmtime, &wasm)?)
                 };
-                println!(
-                    "| {name} | {round} | {engine} | {load:.1} | {first:.1} | {warm:.1} |"
-                );
+                println!("| {name} | {round} | {engine} | {load:.1} | {first:.1} | {warm:.1} |");
             }
         }
     }

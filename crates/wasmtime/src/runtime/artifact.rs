@@ -380,17 +380,20 @@ pub(crate) fn parse<'a>(bytes: &'a [u8], engine: &Fingerprint) -> Result<Parsed<
             len: le32(&t[4..8]),
         });
     }
-    tables.host_trampolines = r
-        .records(12)?
-        .chunks_exact(12)
-        .map(|t| {
-            let loc = FunctionLoc {
-                start: le32(&t[4..8]),
-                len: le32(&t[8..12]),
-            };
-            (TypeIndex::from_u32(le32(&t[0..4])), loc)
-        })
-        .collect();
+    let host_records = r.records(12)?;
+    tables.host_trampolines = Vec::with_capacity(host_records.len() / 12);
+    for t in host_records.chunks_exact(12) {
+        // `u32::MAX` is no index (the entity types reserve it); anything
+        // else is checked against the module's types when it is assembled.
+        let ty = Some(le32(&t[0..4]))
+            .filter(|ty| *ty != u32::MAX)
+            .context("malformed artifact: a host trampoline's type is out of range")?;
+        let loc = FunctionLoc {
+            start: le32(&t[4..8]),
+            len: le32(&t[8..12]),
+        };
+        tables.host_trampolines.push((TypeIndex::from_u32(ty), loc));
+    }
     let sites = r.records(5)?;
     let mut trap_sites = Vec::with_capacity(sites.len() / 5);
     for t in sites.chunks_exact(5) {
@@ -1038,6 +1041,25 @@ mod tests {
         bad[skeleton_end..skeleton_end + 4].copy_from_slice(&u32::MAX.to_le_bytes());
         reseal(&mut bad);
         assert!(err(&bad, &fingerprint()).contains("more entries than the file holds"));
+    }
+
+    #[test]
+    fn an_index_no_type_can_have_is_refused() {
+        // The host-trampoline record of `tables()`: count 1, type 0, start
+        // 24, length 8.
+        let good = artifact();
+        let record: Vec<u8> = [1u32, 0, 24, 8]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let at = good
+            .windows(record.len())
+            .position(|w| w == record.as_slice())
+            .expect("the record is in the artifact");
+        let mut bad = good.clone();
+        bad[at + 4..at + 8].copy_from_slice(&u32::MAX.to_le_bytes());
+        reseal(&mut bad);
+        assert!(err(&bad, &fingerprint()).contains("host trampoline's type is out of range"));
     }
 
     #[test]
