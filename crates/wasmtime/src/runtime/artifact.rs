@@ -624,14 +624,22 @@ fn check_envelope(bytes: &[u8], kind: ArtifactKind) -> Result<()> {
 /// setting must be equal, except that code compiled without a CPU feature
 /// (`isa.has_*` false) also runs where the engine has it.
 fn check_settings(
-    artifact: &[(String, String)],
+    artifact: &[(&str, &str)],
     engine: &[(String, String)],
     noun: &str,
 ) -> Result<()> {
-    let recorded: HashMap<&str, &str> = artifact
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
+    // What nearly every load sees: an artifact of an engine configured the
+    // same, its settings written in the same order, which pairwise
+    // comparison confirms without building maps.
+    if artifact.len() == engine.len()
+        && artifact
+            .iter()
+            .zip(engine)
+            .all(|((key, value), (our_key, ours))| key == our_key && value == ours)
+    {
+        return Ok(());
+    }
+    let recorded: HashMap<&str, &str> = artifact.iter().copied().collect();
     for (key, ours) in engine {
         let Some(&theirs) = recorded.get(key.as_str()) else {
             bail!("the {noun} was compiled without the setting `{key}`, which this engine has");
@@ -670,10 +678,7 @@ fn check_settings(
         }
     }
     let ours: HashMap<&str, ()> = engine.iter().map(|(k, _)| (k.as_str(), ())).collect();
-    if let Some((key, _)) = artifact
-        .iter()
-        .find(|(k, _)| !ours.contains_key(k.as_str()))
-    {
+    if let Some((key, _)) = artifact.iter().find(|(k, _)| !ours.contains_key(k)) {
         bail!("the {noun} was compiled with the setting `{key}`, which this engine does not know");
     }
     Ok(())
@@ -852,11 +857,9 @@ impl<'a> Reader<'a> {
     fn str(&mut self) -> Result<&'a str> {
         std::str::from_utf8(self.bytes()?).context("malformed artifact: a name is not UTF-8")
     }
-    fn settings(&mut self) -> Result<Vec<(String, String)>> {
+    fn settings(&mut self) -> Result<Vec<(&'a str, &'a str)>> {
         let n = self.count(16)?;
-        (0..n)
-            .map(|_| Ok((self.str()?.to_string(), self.str()?.to_string())))
-            .collect()
+        (0..n).map(|_| Ok((self.str()?, self.str()?))).collect()
     }
 }
 

@@ -43,7 +43,7 @@ impl CodeMemory {
     ) -> Result<CodeMemory> {
         let page = host_page_size();
         let len = text.len().max(1).next_multiple_of(page);
-        let mmap = Mmap::read_write(len)?;
+        let mmap = Mmap::read_write_populated(len)?;
         // SAFETY: the mapping is fresh, read-write and at least `text.len()`
         // bytes long.
         unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), mmap.as_ptr(), text.len()) };

@@ -127,6 +127,19 @@ impl Mmap {
     }
 
     fn map(len: usize, prot: libc::c_int) -> Result<Mmap> {
+        Mmap::map_with(len, prot, 0)
+    }
+
+    /// A fresh read-write mapping of `len` bytes whose pages are all
+    /// allocated (zeroed) by the `mmap` call itself, for memory that is
+    /// written in full at once: one call instead of a page fault per page
+    /// (about 2 µs each on a virtual machine; loading a module copies its
+    /// code into such a mapping).
+    pub fn read_write_populated(len: usize) -> Result<Mmap> {
+        Mmap::map_with(len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_POPULATE)
+    }
+
+    fn map_with(len: usize, prot: libc::c_int, extra_flags: libc::c_int) -> Result<Mmap> {
         if len == 0 {
             return Ok(Mmap::empty());
         }
@@ -137,9 +150,9 @@ impl Mmap {
                 ptr::null_mut(),
                 len,
                 prot,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | extra_flags,
                 (-1, 0),
-                &format!("failed to reserve {len:#x} bytes of address space"),
+                "failed to reserve address space",
             )?
         };
         Ok(Mmap::owned(ptr, len))
@@ -500,7 +513,7 @@ unsafe fn raw_mmap(
     // SAFETY: forwarded to the caller.
     let ptr = unsafe { libc::mmap(addr.cast(), len, prot, flags, fd, offset) };
     if ptr == libc::MAP_FAILED {
-        bail!("{what}: {}", io::Error::last_os_error());
+        bail!("{what} ({len:#x} bytes): {}", io::Error::last_os_error());
     }
     NonNull::new(ptr.cast()).ok_or_else(|| anyhow::anyhow!("{what}: mmap returned null"))
 }
