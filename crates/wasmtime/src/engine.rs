@@ -700,7 +700,9 @@ mod tests {
         let bytes = Module::new(&engine, IMPORTS_TWO_TYPES)?.serialize()?;
         let parsed = artifact::parse(&bytes, engine.fingerprint())?;
         let text = &bytes[parsed.text.clone()];
-        let edits: [(&str, fn(&mut artifact::CodeTables, u32)); 3] = [
+        /// Damages the tables of an artifact whose text is this long.
+        type Edit = fn(&mut artifact::CodeTables, u32);
+        let edits: [(&str, Edit); 3] = [
             ("past the text", |t, text_len| {
                 t.host_trampolines[0].1.start = text_len - 1
             }),
