@@ -456,7 +456,9 @@ impl Engine {
 /// stores to register, so that its trap is recognized) and its address.
 #[derive(Clone, Debug)]
 pub(crate) struct HostTrampoline {
+    /// The mapping that holds the trampoline (and perhaps others).
     pub code: Arc<CodeMemory>,
+    /// Where the trampoline starts, inside `code`'s text.
     pub address: usize,
 }
 

@@ -193,8 +193,8 @@ fn write_pieces(
     let mut run: Vec<IoSlice<'_>> = Vec::new();
     let (mut run_start, mut run_end) = (0, 0);
     let mut file_end = 0;
-    let ends = pieces.iter().filter(|(_, bytes)| !bytes.is_empty());
-    for &(at, bytes) in ends.chain(std::iter::once(&(len, &[][..]))) {
+    let non_empty = pieces.iter().filter(|(_, bytes)| !bytes.is_empty());
+    for &(at, bytes) in non_empty.chain(std::iter::once(&(len, &[][..]))) {
         if at - run_end > ZERO_FILL_GAP || run.len() + 2 > MAX_IOVECS {
             if !run.is_empty() {
                 write_all_vectored_at(file, &mut run, run_start)?;
