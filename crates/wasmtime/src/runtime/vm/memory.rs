@@ -163,13 +163,12 @@ impl Pristine {
 enum Discovery {
     /// Pages holding private data (`PageTracker::anonymous_pages`): exactly
     /// those written since mapping, or since last decommitted; a page
-    /// restored by copying stays in the set.
+    /// restored by copying stays in the set. Where the kernel cannot tell
+    /// (no `PAGEMAP_SCAN`, so no tracker): every page.
     PrivateData,
     /// Registered with userfaultfd and write-protected: exactly the pages
     /// written since the last reset.
     WriteProtected,
-    /// The kernel cannot tell (no `PAGEMAP_SCAN`): every page.
-    Everything,
 }
 
 // SAFETY: the memory exclusively owns its mapping; the definition pointer
@@ -606,16 +605,11 @@ impl Memory {
     ///
     /// If the kernel's page query fails.
     pub fn capture_pristine(&mut self, written_by_instantiation: bool) -> Result<()> {
-        let tracker = PageTracker::get();
         let mut pristine = Box::new(Pristine {
             accessible: self.accessible,
             overlay_offsets: Vec::new(),
             overlay_bytes: Vec::new(),
-            discovery: if tracker.is_some() {
-                Discovery::PrivateData
-            } else {
-                Discovery::Everything
-            },
+            discovery: Discovery::PrivateData,
             written: Vec::new(),
             last_written_bytes: 0,
             copied: CopiedPages::default(),
@@ -629,7 +623,10 @@ impl Memory {
         if written_by_instantiation {
             let page = host_page_size();
             let mut written = Vec::new();
-            match tracker {
+            // Probed here and at the first reset, not for every memory: a
+            // process that never resets (a `wasmtime run`) never opens
+            // `pagemap` or a userfaultfd.
+            match PageTracker::get() {
                 Some(tracker) => {
                     tracker.anonymous_pages(self.base(), self.accessible, &mut written)?
                 }
@@ -1060,10 +1057,7 @@ impl Memory {
         self.reservation = reservation;
         self.accessible = pristine.accessible;
         self.original_mapping = true;
-        pristine.discovery = match PageTracker::get() {
-            Some(_) => Discovery::PrivateData,
-            None => Discovery::Everything,
-        };
+        pristine.discovery = Discovery::PrivateData;
         pristine.copied.clear();
         self.publish();
         Ok(())
