@@ -361,15 +361,7 @@ fn run_modules(options: &Options, runs: usize) -> Result<()> {
             }
         }
         let (ours, upstream) = (median_f64(&samples[0]), median_f64(&samples[1]));
-        // Sightglass keeps most programs as `<name>/benchmark.wasm`.
-        let stem = path
-            .file_stem()
-            .unwrap_or(path.as_os_str())
-            .to_string_lossy();
-        let name = match path.parent().and_then(|p| p.file_name()) {
-            Some(dir) if stem == "benchmark" => dir.to_string_lossy().into_owned(),
-            _ => stem.into_owned(),
-        };
+        let name = crate::sightglass::program_name(path);
         println!(
             "| {name} | {ours:.2} | {upstream:.2} | {:.3} |",
             ours / upstream
