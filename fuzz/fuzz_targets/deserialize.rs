@@ -2,8 +2,10 @@
 //! corpus, as for `differential`) is compiled and serialized, then the rest
 //! of the input edits the artifact: byte flips, a truncation, an appended
 //! tail, and, half of the time, a fresh checksum so that the edit reaches
-//! the checks behind it. `Module::deserialize` must then return `Err` or a
-//! module, never panic or crash. An unedited artifact must load and have
+//! the checks behind it. `Module::deserialize` (or, for a quarter of the
+//! inputs, `Module::deserialize_file` of the artifact written to a scratch
+//! file, which keeps the tables where the file is mapped) must then return
+//! `Err` or a module, never panic or crash. An unedited artifact must load and have
 //! the original's exports; an artifact whose edits all fell in the machine
 //! code may load (the code is trusted by contract) but is never run.
 //!
@@ -40,10 +42,17 @@ fuzz_target!(|data: &[u8]| {
     let original = module.serialize().expect("a compiled module serializes");
     let mut artifact = original.clone();
     let _ = edit(&mut u, &mut artifact);
-    // SAFETY: the code in the artifact is never run: a loaded module is
-    // only inspected and dropped. What is checked is that loading itself
-    // never trusts the damaged envelope.
-    let loaded = unsafe { wasmtime::Module::deserialize(&engine, &artifact) };
+    // A quarter of the artifacts are loaded from a file, which keeps its
+    // tables where the file is mapped instead of copying them.
+    let loaded = if u.ratio(1, 4u8).unwrap_or(false) {
+        stats::bump("from_file");
+        load_from_file(&engine, &artifact)
+    } else {
+        // SAFETY: the code in the artifact is never run: a loaded module
+        // is only inspected and dropped. What is checked is that loading
+        // itself never trusts the damaged envelope.
+        unsafe { wasmtime::Module::deserialize(&engine, &artifact) }
+    };
     match loaded {
         Ok(loaded) => {
             if artifact == original {
@@ -68,6 +77,23 @@ fuzz_target!(|data: &[u8]| {
     }
     stats::exec_done();
 });
+
+/// Writes `artifact` to this process's scratch file and loads it with
+/// `Module::deserialize_file`.
+fn load_from_file(
+    engine: &wasmtime::Engine,
+    artifact: &[u8],
+) -> wasmtime::Result<wasmtime::Module> {
+    let path = std::env::temp_dir().join(format!(
+        "wasmtime-fuzz-deserialize-{}.cwasm",
+        std::process::id()
+    ));
+    std::fs::write(&path, artifact).expect("the scratch file is writable");
+    // SAFETY: as for `Module::deserialize` above, nothing loaded is run;
+    // and the file is rewritten only by the next input, after the module
+    // loaded from it has been dropped.
+    unsafe { wasmtime::Module::deserialize_file(engine, &path) }
+}
 
 /// The engine of `plain` with the component model on (the fuzzing
 /// configurations fix the WebAssembly features, the component model off),

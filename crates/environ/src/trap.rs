@@ -141,6 +141,14 @@ impl TrapSiteKind {
         }
     }
 
+    /// Whether `byte` encodes a kind ([`TrapSiteKind::from_u8`] gives
+    /// `Some`), without branches, for checking whole tables at once.
+    pub fn is_encoding(byte: u8) -> bool {
+        usize::from(byte) < Trap::ALL.len()
+            || byte == Self::MMU_POLL
+            || byte == Self::HOST_CALL_FAILED
+    }
+
     /// Decodes one byte.
     pub fn from_u8(byte: u8) -> Option<TrapSiteKind> {
         match byte {
@@ -158,4 +166,24 @@ pub struct TrapSite {
     pub code_offset: u32,
     /// What a fault there means.
     pub kind: TrapSiteKind,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_byte_is_an_encoding_exactly_when_it_decodes() {
+        for byte in 0..=u8::MAX {
+            let decoded = TrapSiteKind::from_u8(byte);
+            assert_eq!(
+                TrapSiteKind::is_encoding(byte),
+                decoded.is_some(),
+                "{byte:#x}"
+            );
+            if let Some(kind) = decoded {
+                assert_eq!(kind.to_u8(), byte);
+            }
+        }
+    }
 }

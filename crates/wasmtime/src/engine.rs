@@ -3,7 +3,7 @@
 use crate::compile::{ClifOptLevel, Compiler, CompilerConfig};
 use crate::runtime::artifact::{self, Fingerprint};
 use crate::runtime::mmu::{MmuInterrupter, MmuStoreRegistry};
-use crate::runtime::vm::{self, CodeMemory, TypeRegistry};
+use crate::runtime::vm::{self, CodeMemory, TrapSiteRecord, TypeRegistry};
 use crate::{Config, InstanceAllocationStrategy};
 use anyhow::{Context, Result};
 use std::collections::HashMap;
@@ -368,7 +368,7 @@ impl Engine {
         let code = Arc::new(CodeMemory::new(
             &compiled.text,
             &compiled.relocations,
-            compiled.trap_sites,
+            TrapSiteRecord::table(compiled.trap_sites),
         )?);
         let trampoline = HostTrampoline {
             address: code.text_start(),
@@ -421,16 +421,19 @@ impl Engine {
             text.resize(start, 0);
             text.extend_from_slice(bytes);
             let sites = code.trap_sites();
-            let first = sites.partition_point(|t| t.code_offset < loc.start);
-            trap_sites.extend(
-                sites[first..]
-                    .iter()
-                    .take_while(|t| t.code_offset - loc.start < loc.len)
-                    .map(|t| TrapSite {
-                        code_offset: t.code_offset - loc.start + start as u32,
-                        kind: t.kind,
-                    }),
-            );
+            let first = sites.partition_point(|t| t.code_offset() < loc.start);
+            for site in sites[first..]
+                .iter()
+                .take_while(|t| t.code_offset() - loc.start < loc.len)
+            {
+                let kind = site
+                    .kind()
+                    .context("a trap site of unknown kind (a runtime bug)")?;
+                trap_sites.push(TrapSite {
+                    code_offset: site.code_offset() - loc.start + start as u32,
+                    kind,
+                });
+            }
             adopted.push((index, start));
         }
         if adopted.is_empty() {
@@ -438,7 +441,11 @@ impl Engine {
         }
         // The bytes were copied after the module's libcall slots were
         // patched, so the copy needs no relocations of its own.
-        let copy = Arc::new(CodeMemory::new(&text, &[], trap_sites)?);
+        let copy = Arc::new(CodeMemory::new(
+            &text,
+            &[],
+            TrapSiteRecord::table(trap_sites),
+        )?);
         for (index, start) in adopted {
             cache.insert(
                 index,
@@ -659,7 +666,7 @@ mod tests {
             assert!(
                 copy.trap_sites()
                     .iter()
-                    .any(|s| s.code_offset > offset && s.code_offset < offset + 64 * 4),
+                    .any(|s| s.code_offset() > offset && s.code_offset() < offset + 64 * 4),
                 "the trap site follows its trampoline"
             );
         }
@@ -720,7 +727,8 @@ mod tests {
                 engine.fingerprint(),
                 parsed.skeleton,
                 &tables,
-                &parsed.trap_sites,
+                parsed.trap_sites,
+                parsed.address_map,
                 text,
             );
             let other = Engine::default();

@@ -54,6 +54,7 @@
 //! be the skeleton of the module the translation produced at its index.
 //!
 
+use crate::runtime::vm::{AddressMapRecord, TrapSiteRecord};
 use anyhow::{Context, Result, bail, ensure};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -61,9 +62,10 @@ use std::ops::Range;
 use wasmtime_environ::builtins::HostLibcall;
 use wasmtime_environ::wasmparser::{Parser, Payload};
 use wasmtime_environ::{
-    AddressMapEntry, DefinedFuncIndex, ExceptionHandler, ExceptionSite, ExceptionTable,
-    FunctionLoc, PrimaryMap, Relocation, TrapSite, TrapSiteKind, TypeIndex,
+    DefinedFuncIndex, ExceptionHandler, ExceptionSite, ExceptionTable, FunctionLoc, PrimaryMap,
+    Relocation, TypeIndex,
 };
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 /// The first eight bytes of every module artifact.
 pub(crate) const MAGIC: [u8; 8] = *b"WMMUCWSM";
@@ -183,8 +185,6 @@ pub(crate) struct CodeTables {
     /// One wasm-to-host trampoline per distinct type of the imported
     /// functions, sorted by type.
     pub host_trampolines: Vec<(TypeIndex, FunctionLoc)>,
-    /// Native-to-Wasm offsets.
-    pub address_map: Vec<AddressMapEntry>,
     /// Libcall slots to patch at load.
     pub relocations: Vec<Relocation>,
     /// The exception handlers of the calls inside `try_table`s.
@@ -197,8 +197,10 @@ pub(crate) struct Parsed<'a> {
     pub skeleton: &'a [u8],
     /// The code tables, decoded but not yet checked against the text.
     pub tables: CodeTables,
-    /// The trap sites, likewise.
-    pub trap_sites: Vec<TrapSite>,
+    /// The trap sites, where they lie in the artifact, likewise unchecked.
+    pub trap_sites: &'a [TrapSiteRecord],
+    /// The native-to-Wasm address map, where it lies, likewise.
+    pub address_map: &'a [AddressMapRecord],
     /// Where the text is in the artifact.
     pub text: Range<usize>,
 }
@@ -209,7 +211,8 @@ pub(crate) fn write(
     fingerprint: &Fingerprint,
     skeleton: &[u8],
     tables: &CodeTables,
-    trap_sites: &[TrapSite],
+    trap_sites: &[TrapSiteRecord],
+    address_map: &[AddressMapRecord],
     text: &[u8],
 ) -> Vec<u8> {
     let mut w = Writer(vec![0; HEADER_LEN]);
@@ -234,16 +237,12 @@ pub(crate) fn write(
         w.u32(loc.start);
         w.u32(loc.len);
     }
+    // Both tables are written in the form the runtime keeps them in, so a
+    // loader can use them where they lie.
     w.u32(trap_sites.len() as u32);
-    for site in trap_sites {
-        w.u32(site.code_offset);
-        w.0.push(site.kind.to_u8());
-    }
-    w.u32(tables.address_map.len() as u32);
-    for entry in &tables.address_map {
-        w.u32(entry.code_offset);
-        w.u32(entry.wasm_offset);
-    }
+    w.0.extend_from_slice(trap_sites.as_bytes());
+    w.u32(address_map.len() as u32);
+    w.0.extend_from_slice(address_map.as_bytes());
     w.u32(tables.relocations.len() as u32);
     for reloc in &tables.relocations {
         w.u32(reloc.offset);
@@ -394,24 +393,10 @@ pub(crate) fn parse<'a>(bytes: &'a [u8], engine: &Fingerprint) -> Result<Parsed<
         };
         tables.host_trampolines.push((TypeIndex::from_u32(ty), loc));
     }
-    let sites = r.records(5)?;
-    let mut trap_sites = Vec::with_capacity(sites.len() / 5);
-    for t in sites.chunks_exact(5) {
-        let kind = TrapSiteKind::from_u8(t[4])
-            .with_context(|| format!("malformed artifact: unknown trap code {:#x}", t[4]))?;
-        trap_sites.push(TrapSite {
-            code_offset: le32(&t[0..4]),
-            kind,
-        });
-    }
-    tables.address_map = r
-        .records(8)?
-        .chunks_exact(8)
-        .map(|e| AddressMapEntry {
-            code_offset: le32(&e[0..4]),
-            wasm_offset: le32(&e[4..8]),
-        })
-        .collect();
+    // Used where they lie (checked where the code and the module are put
+    // together): an entry per few instructions.
+    let trap_sites = r.records_in_place::<TrapSiteRecord>()?;
+    let address_map = r.records_in_place::<AddressMapRecord>()?;
     for t in r.records(5)?.chunks_exact(5) {
         let target = HostLibcall::from_u8(t[4])
             .with_context(|| format!("malformed artifact: unknown libcall {:#x}", t[4]))?;
@@ -449,6 +434,7 @@ pub(crate) fn parse<'a>(bytes: &'a [u8], engine: &Fingerprint) -> Result<Parsed<
         skeleton,
         tables,
         trap_sites,
+        address_map,
         text,
     })
 }
@@ -850,6 +836,16 @@ impl<'a> Reader<'a> {
         let n = self.count(record_len)? as usize;
         self.take(n * record_len)
     }
+    /// A table of records in the runtime's own form, as they lie.
+    fn records_in_place<T: FromBytes + KnownLayout + Immutable + Unaligned>(
+        &mut self,
+    ) -> Result<&'a [T]> {
+        let bytes = self.records(size_of::<T>())?;
+        // Whole records of a type without alignment: this cannot fail.
+        <[T]>::ref_from_bytes(bytes)
+            .ok()
+            .context("malformed artifact: a table ends inside a record")
+    }
     fn bytes(&mut self) -> Result<&'a [u8]> {
         let len = usize::try_from(self.u64()?).context("malformed artifact: huge record")?;
         self.take(len)
@@ -866,6 +862,7 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wasmtime_environ::{AddressMapEntry, TrapSite, TrapSiteKind};
 
     fn fingerprint() -> Fingerprint {
         Fingerprint {
@@ -888,10 +885,6 @@ mod tests {
         t.entry_trampolines.push(FunctionLoc { start: 16, len: 8 });
         t.host_trampolines
             .push((TypeIndex::from_u32(0), FunctionLoc { start: 24, len: 8 }));
-        t.address_map.push(AddressMapEntry {
-            code_offset: 0,
-            wasm_offset: 31,
-        });
         t.relocations.push(Relocation {
             offset: 8,
             target: HostLibcall::CeilF64,
@@ -899,11 +892,18 @@ mod tests {
         t
     }
 
-    fn trap_sites() -> Vec<TrapSite> {
-        vec![TrapSite {
+    fn trap_sites() -> Box<[TrapSiteRecord]> {
+        TrapSiteRecord::table([TrapSite {
             code_offset: 4,
             kind: TrapSiteKind::MmuPoll,
-        }]
+        }])
+    }
+
+    fn address_map() -> Vec<AddressMapRecord> {
+        vec![AddressMapRecord::new(AddressMapEntry {
+            code_offset: 0,
+            wasm_offset: 31,
+        })]
     }
 
     fn artifact() -> Vec<u8> {
@@ -912,6 +912,7 @@ mod tests {
             b"\0asm\x01\0\0\0",
             &tables(),
             &trap_sites(),
+            &address_map(),
             &[0xcc; 32],
         )
     }
@@ -934,7 +935,8 @@ mod tests {
         let parsed = parse(&bytes, &fingerprint()).unwrap();
         assert_eq!(parsed.skeleton, b"\0asm\x01\0\0\0");
         assert_eq!(&bytes[parsed.text.clone()], &[0xcc; 32]);
-        assert_eq!(parsed.trap_sites, trap_sites());
+        assert_eq!(parsed.trap_sites, &*trap_sites());
+        assert_eq!(parsed.address_map, address_map());
         let t = parsed.tables;
         let want = tables();
         assert_eq!(
@@ -944,7 +946,6 @@ mod tests {
         assert_eq!(t.func_body_offsets[DefinedFuncIndex::from_u32(0)], 30);
         assert_eq!(t.entry_trampolines.len(), 1);
         assert_eq!(t.host_trampolines, want.host_trampolines);
-        assert_eq!(t.address_map, want.address_map);
         assert_eq!(t.relocations, want.relocations);
     }
 
@@ -1079,15 +1080,65 @@ mod tests {
         assert!(s.len() < wasm.len());
         assert!(!s.windows(3).any(|w| w == b"big"));
         assert!(s.windows(5).any(|w| w == b"hello"));
-        let info = wasmtime_environ::ModuleTranslation::new(
+        let info = wasmtime_environ::ModuleTranslation::metadata(
             wasmtime_environ::wasmparser::WasmFeatures::default(),
             &s,
         )
-        .unwrap()
-        .module;
+        .unwrap();
         assert_eq!(info.name.as_deref(), Some("m"));
         assert_eq!(info.exports.len(), 1);
         assert_eq!(info.num_defined_funcs(), 1);
+    }
+
+    #[test]
+    fn metadata_skips_the_bodies_and_agrees_with_a_full_translation() {
+        use wasmtime_environ::ModuleTranslation;
+        use wasmtime_environ::wasmparser::WasmFeatures;
+        let wasm = wat::parse_str(
+            r#"(module $m
+                 (import "host" "log" (func $log (param i32)))
+                 (memory 1) (table 2 funcref) (global $g (mut i32) (i32.const 7))
+                 (func $a (export "a") (result i32) i32.const 1)
+                 (func $b (param i32) local.get 0 call $log)
+                 (func $init global.get $g drop)
+                 (start $init)
+                 (elem (i32.const 0) $a $b)
+                 (data (i32.const 8) "hello"))"#,
+        )
+        .unwrap();
+        let s = skeleton(&wasm).unwrap();
+        let features = WasmFeatures::default();
+        let full = ModuleTranslation::new(features, &s).unwrap();
+        assert_eq!(
+            full.function_bodies.len(),
+            3,
+            "the full translation keeps them"
+        );
+        let mut metadata = ModuleTranslation::metadata(features, &s).unwrap();
+        let mut module = full.module;
+        // Compared apart: a hash map's `Debug` order differs between maps.
+        assert_eq!(metadata.func_names, module.func_names);
+        metadata.func_names.clear();
+        module.func_names.clear();
+        assert_eq!(format!("{metadata:?}"), format!("{module:?}"));
+        // What the skipped section still answers for: its count against
+        // the function section's, and its length against the binary's.
+        let one = wat::parse_str("(module (func))").unwrap();
+        assert_eq!(
+            &one[one.len() - 6..],
+            [0x0a, 4, 1, 2, 0, 0x0b],
+            "a code section"
+        );
+        let mut two_bodies = one.clone();
+        let count = two_bodies.len() - 4;
+        two_bodies[count] = 2;
+        let mut cut = one.clone();
+        cut.truncate(one.len() - 1);
+        for bad in [two_bodies, cut] {
+            let metadata = ModuleTranslation::metadata(features, &bad);
+            let full = ModuleTranslation::new(features, &bad);
+            assert!(metadata.is_err() && full.is_err(), "{bad:?}");
+        }
     }
 
     fn component_artifact(modules: &[Vec<u8>]) -> Vec<u8> {

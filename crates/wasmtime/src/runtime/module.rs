@@ -1,8 +1,8 @@
 //! [`Module`]: a compiled WebAssembly module.
 
 use crate::runtime::artifact::{self, CodeTables};
-use crate::runtime::vm::CodeMemory;
 use crate::runtime::vm::sys::unix::mmap::{Mmap, host_page_size};
+use crate::runtime::vm::{AddressMapRecord, CodeMemory, Records, TrapSiteRecord};
 use crate::{Engine, ExportType, ExternType, ImportType};
 use anyhow::{Context, Result, bail};
 use std::collections::HashMap;
@@ -11,10 +11,10 @@ use std::path::Path;
 use std::sync::Arc;
 use wasmtime_environ::vm::VMEntryTrampoline;
 use wasmtime_environ::{
-    AddressMapEntry, CATCH_ALL_TAG, DefinedFuncIndex, EntityIndex, EntityRef, ExceptionTable,
-    FunctionLoc, ModuleInfo, ModuleTranslation, PrimaryMap, Relocation, TypeIndex, VMOffsets,
-    VMSharedTypeIndex,
+    CATCH_ALL_TAG, DefinedFuncIndex, EntityIndex, EntityRef, ExceptionTable, FunctionLoc,
+    ModuleInfo, ModuleTranslation, PrimaryMap, Relocation, TypeIndex, VMOffsets, VMSharedTypeIndex,
 };
+use zerocopy::IntoBytes;
 
 /// WebAssembly code after validation and compilation to machine code: the
 /// unit that [`Instance::new`](crate::Instance::new) and
@@ -39,7 +39,8 @@ pub(crate) struct ModuleInner {
     functions_by_start: Vec<(u32, u32, DefinedFuncIndex)>,
     /// Offset of each defined function's body in the module binary.
     func_body_offsets: PrimaryMap<DefinedFuncIndex, u32>,
-    address_map: Vec<AddressMapEntry>,
+    /// Sorted by code offset, every offset inside the text.
+    address_map: Records<AddressMapRecord>,
     type_ids: Box<[VMSharedTypeIndex]>,
     /// What every instance writes into its defined functions' `VMFuncRef`s
     /// besides its own `vmctx`, in defined-function order: worked out once
@@ -51,7 +52,10 @@ pub(crate) struct ModuleInner {
     /// What [`Module::serialize`] needs besides the text and the tables
     /// above: the binary without function bodies (see `artifact.rs`), the
     /// entry trampolines by type, and the libcall slots.
-    skeleton: Skeleton,
+    /// Kept where the artifact file is mapped when loaded from one: the
+    /// skeleton holds the data segments, megabytes in some modules, and
+    /// copying it was a sixth of loading such a component.
+    skeleton: Records<u8>,
     entry_trampoline_locs: PrimaryMap<TypeIndex, FunctionLoc>,
     host_trampoline_locs: Box<[(TypeIndex, FunctionLoc)]>,
     relocations: Box<[Relocation]>,
@@ -67,20 +71,6 @@ pub(crate) struct DefinedFuncRef {
     pub wasm_call: usize,
     /// The engine-wide id of its type.
     pub type_index: VMSharedTypeIndex,
-}
-
-/// Where a module keeps its skeleton (the binary without function bodies,
-/// see `artifact.rs`).
-#[derive(Debug)]
-enum Skeleton {
-    /// A copy of its own: compiled modules, and artifacts loaded from bytes
-    /// or whose code had to be copied.
-    Owned(Box<[u8]>),
-    /// Where the artifact file it was loaded from is mapped, before the
-    /// text its code runs from ([`CodeMemory::bytes_before_text`]): the
-    /// skeleton holds the data segments, megabytes in some modules, and
-    /// copying it was a sixth of loading such a component.
-    InCodeMapping(std::ops::Range<usize>),
 }
 
 /// Compiling entry points refuse precompiled artifacts by name instead of
@@ -269,25 +259,26 @@ impl Module {
         // keeps, so its metadata comes from translating the skeleton, as a
         // loaded artifact's does; the binary's translation only feeds the
         // compiler.
-        let info = ModuleTranslation::new(engine.config().features, &skeleton)
-            .context("the module's skeleton does not validate (a runtime bug)")?
-            .module;
+        let info = ModuleTranslation::metadata(engine.config().features, &skeleton)
+            .context("the module's skeleton does not validate (a runtime bug)")?;
         let artifacts = engine.compiler().compile_module(translation)?;
         let code = CodeMemory::new(
             &artifacts.text,
             &artifacts.relocations,
-            artifacts.trap_sites,
+            TrapSiteRecord::table(artifacts.trap_sites),
         )?;
+        let address_map = artifacts.address_map.into_iter().map(AddressMapRecord::new);
         let tables = CodeTables {
             functions: artifacts.functions,
             func_body_offsets,
             entry_trampolines: artifacts.entry_trampolines,
             host_trampolines: artifacts.host_trampolines,
-            address_map: artifacts.address_map,
             relocations: artifacts.relocations,
             exceptions: artifacts.exceptions,
         };
-        Module::assemble(engine, info, Skeleton::Owned(skeleton.into()), tables, code)
+        let skeleton = Records::Owned(skeleton.into());
+        let address_map = Records::Owned(address_map.collect());
+        Module::assemble(engine, info, skeleton, address_map, tables, code)
     }
 
     /// Writes this module as a precompiled artifact, which
@@ -316,7 +307,6 @@ impl Module {
             func_body_offsets: inner.func_body_offsets.clone(),
             entry_trampolines: inner.entry_trampoline_locs.clone(),
             host_trampolines: inner.host_trampoline_locs.to_vec(),
-            address_map: inner.address_map.clone(),
             relocations: inner.relocations.to_vec(),
             exceptions: inner.code.exceptions().clone(),
         };
@@ -325,6 +315,7 @@ impl Module {
             self.skeleton(),
             &tables,
             inner.code.trap_sites(),
+            self.address_map(),
             &text,
         ))
     }
@@ -362,10 +353,11 @@ impl Module {
         let code = CodeMemory::new(
             &bytes[parsed.text.clone()],
             &parsed.tables.relocations,
-            parsed.trap_sites,
+            parsed.trap_sites.into(),
         )?;
-        let skeleton = Skeleton::Owned(parsed.skeleton.into());
-        Module::assemble(engine, info, skeleton, parsed.tables, code)
+        let skeleton = Records::Owned(parsed.skeleton.into());
+        let address_map = Records::Owned(parsed.address_map.into());
+        Module::assemble(engine, info, skeleton, address_map, parsed.tables, code)
     }
 
     /// Loads a module from the file `path` as [`Module::deserialize`]
@@ -420,29 +412,40 @@ impl Module {
         let bytes = unsafe { std::slice::from_raw_parts(mmap.as_ptr(), mmap.len()) };
         let parsed = artifact::parse(bytes, engine.fingerprint())?;
         let info = Module::skeleton_info(engine, parsed.skeleton)?;
-        let skeleton_start = parsed.skeleton.as_ptr() as usize - bytes.as_ptr() as usize;
-        let skeleton_range = skeleton_start..skeleton_start + parsed.skeleton.len();
-        let (tables, trap_sites, text) = (parsed.tables, parsed.trap_sites, parsed.text);
+        // Where each of the artifact's slices lies in the file.
+        let range_of = |slice: &[u8]| {
+            let start = slice.as_ptr() as usize - bytes.as_ptr() as usize;
+            start..start + slice.len()
+        };
+        let skeleton = range_of(parsed.skeleton);
+        let trap_sites = range_of(parsed.trap_sites.as_bytes());
+        let address_map = range_of(parsed.address_map.as_bytes());
+        let (tables, text) = (parsed.tables, parsed.text);
+        // The body, and so every table, precedes the text (`parse` checks
+        // it); `CodeMemory` refuses ranges that do not.
         let in_place = !text.is_empty() && text.start % host_page_size() == 0;
-        let (code, skeleton) = if in_place {
+        if in_place {
             // SAFETY: `text` starts on a page boundary inside the mapping
             // (checked by `parse` and just above; the mapping itself starts
             // on one), and the file's promise is the caller's.
             let code = unsafe {
-                CodeMemory::from_file_mapping(mmap, text, &tables.relocations, trap_sites)?
+                CodeMemory::from_file_mapping(
+                    mmap,
+                    text,
+                    &tables.relocations,
+                    Records::InArtifact(trap_sites),
+                )?
             };
-            // The body, and so the skeleton, precedes the text (`parse`
-            // checks it); should that ever not hold, copy.
-            let skeleton = match code.bytes_before_text(skeleton_range.clone()) {
-                Some(_) => Skeleton::InCodeMapping(skeleton_range),
-                None => Skeleton::Owned(bytes[skeleton_range].into()),
-            };
-            (code, skeleton)
+            let skeleton = Records::InArtifact(skeleton);
+            let address_map = Records::InArtifact(address_map);
+            Module::assemble(engine, info, skeleton, address_map, tables, code)
         } else {
+            let trap_sites = parsed.trap_sites.into();
             let code = CodeMemory::new(&bytes[text], &tables.relocations, trap_sites)?;
-            (code, Skeleton::Owned(bytes[skeleton_range].into()))
-        };
-        Module::assemble(engine, info, skeleton, tables, code)
+            let skeleton = Records::Owned(bytes[skeleton].into());
+            let address_map = Records::Owned(parsed.address_map.into());
+            Module::assemble(engine, info, skeleton, address_map, tables, code)
+        }
     }
 
     /// The bytes of data segment `index`, read where the skeleton holds
@@ -453,21 +456,24 @@ impl Module {
 
     /// The module's binary without function bodies (see `artifact.rs`).
     pub(crate) fn skeleton(&self) -> &[u8] {
-        match &self.inner.skeleton {
-            Skeleton::Owned(bytes) => bytes,
-            Skeleton::InCodeMapping(range) => self
-                .inner
-                .code
-                .bytes_before_text(range.clone())
-                .expect("a mapped skeleton's range was checked when the module was loaded"),
-        }
+        self.inner
+            .code
+            .records(&self.inner.skeleton)
+            .expect("a module's skeleton was checked when the module was made")
+    }
+
+    /// The native-to-Wasm address map, sorted by code offset.
+    fn address_map(&self) -> &[AddressMapRecord] {
+        self.inner
+            .code
+            .records(&self.inner.address_map)
+            .expect("a module's address map was checked when the module was made")
     }
 
     /// Rebuilds a module's metadata from its skeleton, as a compile would.
     fn skeleton_info(engine: &Engine, skeleton: &[u8]) -> Result<ModuleInfo> {
-        Ok(ModuleTranslation::new(engine.config().features, skeleton)
-            .context("malformed artifact: its module skeleton does not validate")?
-            .module)
+        ModuleTranslation::metadata(engine.config().features, skeleton)
+            .context("malformed artifact: its module skeleton does not validate")
     }
 
     /// Checks the code tables against `info` and `code`, registers the
@@ -475,7 +481,8 @@ impl Module {
     fn assemble(
         engine: &Engine,
         mut info: ModuleInfo,
-        skeleton: Skeleton,
+        skeleton: Records<u8>,
+        address_map: Records<AddressMapRecord>,
         tables: CodeTables,
         code: CodeMemory,
     ) -> Result<Module> {
@@ -500,11 +507,24 @@ impl Module {
         {
             bail!("the module's host-trampoline table does not match its code");
         }
-        if tables
-            .address_map
-            .iter()
-            .any(|e| u64::from(e.code_offset) > text_len)
-        {
+        if code.records(&skeleton).is_none() {
+            bail!("the module's skeleton does not lie before its code");
+        }
+        let Some(map) = code.records(&address_map) else {
+            bail!("the module's address map does not lie before its code");
+        };
+        // As for trap sites (`CodeMemory::new`): sorted by the compiler,
+        // checked here, in one pass without early exits (which the
+        // compiler vectorizes; a map has an entry per few instructions).
+        let (mut last, mut unsorted) = (0, false);
+        for entry in map {
+            unsorted |= entry.code_offset() < last;
+            last = entry.code_offset();
+        }
+        if unsorted {
+            bail!("the module's address map is not sorted by offset");
+        }
+        if u64::from(last) > text_len {
             bail!("the module's address map points outside its code");
         }
         let offsets = VMOffsets::new(&info);
@@ -561,10 +581,6 @@ impl Module {
             .map(|(i, loc)| (loc.start, loc.start + loc.len, i))
             .collect();
         functions_by_start.sort_by_key(|f| f.0);
-        let mut address_map = tables.address_map;
-        if !address_map.is_sorted_by_key(|e| e.code_offset) {
-            address_map.sort_by_key(|e| e.code_offset);
-        }
         let exports = info
             .exports
             .iter()
@@ -746,13 +762,13 @@ impl Module {
     /// offset `func_start`.
     pub(crate) fn wasm_offset(&self, offset: usize, func_start: usize) -> Option<u32> {
         let offset = u32::try_from(offset).ok()?;
-        let map = &self.inner.address_map;
+        let map = self.address_map();
         let i = map
-            .partition_point(|e| e.code_offset <= offset)
+            .partition_point(|e| e.code_offset() <= offset)
             .checked_sub(1)?;
         let entry = map[i];
-        (entry.code_offset as usize >= func_start && entry.wasm_offset != u32::MAX)
-            .then_some(entry.wasm_offset)
+        (entry.code_offset() as usize >= func_start && entry.wasm_offset() != u32::MAX)
+            .then_some(entry.wasm_offset())
     }
 
     /// Text offset where defined function `index` starts.
@@ -763,5 +779,144 @@ impl Module {
     /// Offset of defined function `index`'s body in the module binary.
     pub(crate) fn func_body_offset(&self, index: DefinedFuncIndex) -> Option<u32> {
         self.inner.func_body_offsets.get(index).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zerocopy::FromBytes;
+
+    /// Two functions, traps and enough code for tables of several entries.
+    const MODULE: &str = r#"(module
+        (memory 1)
+        (func $div (export "div") (param i32 i32) (result i32)
+            (i32.div_s (local.get 0) (local.get 1)))
+        (func (export "load") (param i32) (result i32)
+            (i32.add (call $div (i32.load (local.get 0)) (i32.const 3)) (i32.const 1))))"#;
+
+    fn artifact(engine: &Engine) -> Vec<u8> {
+        engine.precompile_module(MODULE.as_bytes()).unwrap()
+    }
+
+    /// Loads `bytes` both ways: from memory, and from a file.
+    fn load_both(engine: &Engine, bytes: &[u8]) -> [Result<Module>; 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.cwasm");
+        std::fs::write(&path, bytes).unwrap();
+        // SAFETY: the bytes come from this build's `precompile_module`,
+        // at most with their tables edited (what the tests check is that
+        // loading refuses such edits); no code of them is run unless they
+        // load unedited. The file is not touched while the module lives.
+        unsafe {
+            [
+                Module::deserialize(engine, bytes),
+                Module::deserialize_file(engine, &path),
+            ]
+        }
+    }
+
+    #[test]
+    fn a_mapped_artifact_keeps_its_tables_where_they_lie() {
+        let engine = Engine::default();
+        let [from_bytes, from_file] = load_both(&engine, &artifact(&engine));
+        let (from_bytes, from_file) = (from_bytes.unwrap(), from_file.unwrap());
+        for (module, in_file) in [(&from_bytes, false), (&from_file, true)] {
+            let inner = &module.inner;
+            assert_eq!(matches!(inner.skeleton, Records::InArtifact(_)), in_file);
+            assert_eq!(matches!(inner.address_map, Records::InArtifact(_)), in_file);
+            assert_eq!(inner.code.trap_sites_in_artifact(), in_file);
+            assert!(!inner.code.trap_sites().is_empty());
+            assert!(module.address_map().len() > 2);
+            // What the tables are for: traps recognized at their sites, and
+            // their Wasm offsets in backtraces.
+            let mut store = crate::Store::new(&engine, ());
+            let instance = crate::Instance::new(&mut store, module, &[]).unwrap();
+            let div = instance
+                .get_typed_func::<(i32, i32), i32>(&mut store, "div")
+                .unwrap();
+            let trap = div.call(&mut store, (1, 0)).unwrap_err();
+            assert_eq!(
+                trap.downcast_ref::<crate::Trap>(),
+                Some(&crate::Trap::IntegerDivisionByZero)
+            );
+            let trace = trap
+                .downcast_ref::<crate::WasmBacktrace>()
+                .expect("a backtrace");
+            assert!(
+                trace.frames().iter().all(|f| f.module_offset().is_some()),
+                "{trace:?}"
+            );
+        }
+        assert_eq!(
+            from_file.serialize().unwrap(),
+            from_bytes.serialize().unwrap()
+        );
+    }
+
+    #[test]
+    fn damaged_tables_are_refused_from_memory_and_from_files() {
+        let engine = Engine::default();
+        let good = artifact(&engine);
+        let parsed = artifact::parse(&good, engine.fingerprint()).unwrap();
+        let text = &good[parsed.text.clone()];
+        let sites = parsed.trap_sites.as_bytes();
+        let map = parsed.address_map.as_bytes();
+        assert!(sites.len() >= 2 * 5 && map.len() >= 2 * 8);
+        type Edit = fn(&mut Vec<u8>, &mut Vec<u8>, u32);
+        let edits: [(&str, Edit, &str); 5] = [
+            (
+                "a trap kind that is none",
+                |sites, _, _| sites[4] = 0x80,
+                "unknown trap code 0x80",
+            ),
+            (
+                "trap sites out of order",
+                |sites, _, _| sites.rotate_left(5),
+                "trap table is not sorted",
+            ),
+            (
+                "a trap site past the text",
+                |sites, _, text_len| {
+                    let last = sites.len() - 5;
+                    sites[last..last + 4].copy_from_slice(&text_len.to_le_bytes());
+                },
+                "outside the text",
+            ),
+            (
+                "an address map out of order",
+                |_, map, _| map.rotate_left(8),
+                "address map is not sorted",
+            ),
+            (
+                "an address map past the text",
+                |_, map, text_len| {
+                    let last = map.len() - 8;
+                    map[last..last + 4].copy_from_slice(&(text_len + 1).to_le_bytes());
+                },
+                "address map points outside its code",
+            ),
+        ];
+        for (what, edit, message) in edits {
+            let (mut sites, mut map) = (sites.to_vec(), map.to_vec());
+            edit(&mut sites, &mut map, text.len() as u32);
+            let bad = artifact::write(
+                engine.fingerprint(),
+                parsed.skeleton,
+                &parsed.tables,
+                <[TrapSiteRecord]>::ref_from_bytes(&sites).unwrap(),
+                <[AddressMapRecord]>::ref_from_bytes(&map).unwrap(),
+                text,
+            );
+            for (how, loaded) in ["bytes", "file"].into_iter().zip(load_both(&engine, &bad)) {
+                let err = loaded
+                    .err()
+                    .unwrap_or_else(|| panic!("{what} from {how}: loaded"));
+                assert!(
+                    format!("{err:#}").contains(message),
+                    "{what} from {how}: {err:#}"
+                );
+            }
+        }
     }
 }

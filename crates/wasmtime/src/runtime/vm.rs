@@ -39,7 +39,7 @@ pub mod sys {
     }
 }
 
-pub use code_memory::CodeMemory;
+pub use code_memory::{AddressMapRecord, CodeMemory, Records, TrapSiteRecord};
 pub use instance::Instance;
 pub use memory::Memory;
 pub use table::Table;

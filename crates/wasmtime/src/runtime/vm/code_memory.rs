@@ -4,7 +4,127 @@ use super::sys::unix::mmap::{Mmap, host_page_size};
 use anyhow::{Result, bail};
 use std::ops::Range;
 use wasmtime_environ::builtins::HostLibcall;
-use wasmtime_environ::{ExceptionTable, Relocation, TrapSite, TrapSiteKind};
+use wasmtime_environ::{AddressMapEntry, ExceptionTable, Relocation, TrapSite, TrapSiteKind};
+use zerocopy::little_endian::U32;
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
+
+/// One entry of a trap table, in the form artifacts store it: the
+/// instruction's offset in the text (little-endian) and its
+/// [`TrapSiteKind::to_u8`] byte. Trap tables hold these, not
+/// [`TrapSite`]s, so that the table of code run from a mapped artifact is
+/// read where it lies in the file instead of being decoded and copied
+/// (46,000 sites in sqlite3, a tenth of loading it).
+#[repr(C)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned,
+)]
+pub struct TrapSiteRecord {
+    code_offset: U32,
+    kind: u8,
+}
+
+impl TrapSiteRecord {
+    /// Encodes `sites`, for [`CodeMemory::new`].
+    pub fn table(sites: impl IntoIterator<Item = TrapSite>) -> Box<[TrapSiteRecord]> {
+        sites.into_iter().map(TrapSiteRecord::new).collect()
+    }
+
+    /// Encodes `site`.
+    pub fn new(site: TrapSite) -> TrapSiteRecord {
+        TrapSiteRecord {
+            code_offset: site.code_offset.into(),
+            kind: site.kind.to_u8(),
+        }
+    }
+
+    /// Offset of the instruction's first byte in the text.
+    pub fn code_offset(&self) -> u32 {
+        self.code_offset.get()
+    }
+
+    /// What a fault there means; `None` for a byte that is no kind, which
+    /// a [`CodeMemory`] never holds (it refuses such tables).
+    pub fn kind(&self) -> Option<TrapSiteKind> {
+        TrapSiteKind::from_u8(self.kind)
+    }
+}
+
+/// One entry of a native-to-Wasm address map in the form artifacts store
+/// it (little-endian offsets; [`AddressMapEntry`] decoded), for the same
+/// reason as [`TrapSiteRecord`]: sqlite3's map has 115,000 entries.
+#[repr(C)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned,
+)]
+pub struct AddressMapRecord {
+    code_offset: U32,
+    wasm_offset: U32,
+}
+
+impl AddressMapRecord {
+    /// Encodes `entry`.
+    pub fn new(entry: AddressMapEntry) -> AddressMapRecord {
+        AddressMapRecord {
+            code_offset: entry.code_offset.into(),
+            wasm_offset: entry.wasm_offset.into(),
+        }
+    }
+
+    /// Offset in the text.
+    pub fn code_offset(&self) -> u32 {
+        self.code_offset.get()
+    }
+
+    /// Offset in the Wasm binary (`u32::MAX`: none).
+    pub fn wasm_offset(&self) -> u32 {
+        self.wasm_offset.get()
+    }
+}
+
+/// A table a module keeps beside its code: records of its own, or a byte
+/// range of the artifact file its code runs from
+/// ([`CodeMemory::from_file_mapping`]), in the header and body before the
+/// text, where the records lie ([`CodeMemory::records`]). The records are
+/// plain bytes (any value is a valid record: [`TrapSiteRecord::kind`]
+/// decodes on use), so a range needs no more than the bounds checked when
+/// it is read.
+#[derive(Debug)]
+pub enum Records<T> {
+    /// Memory of its own: compiled code, and artifacts loaded from bytes or
+    /// whose code had to be copied.
+    Owned(Box<[T]>),
+    /// Where the artifact file is mapped.
+    InArtifact(Range<usize>),
+}
+
+/// The records `records` stands for in `mmap`, whose text starts at
+/// `text_offset`; `None` if a range is not before the text or not whole
+/// records.
+fn records_in<'a, T: FromBytes + KnownLayout + Immutable>(
+    mmap: &'a Mmap,
+    text_offset: usize,
+    records: &'a Records<T>,
+) -> Option<&'a [T]> {
+    match records {
+        Records::Owned(records) => Some(records),
+        Records::InArtifact(range) => {
+            <[T]>::ref_from_bytes(bytes_before(mmap, text_offset, range.clone())?).ok()
+        }
+    }
+}
+
+/// The bytes at `range` of `mmap`'s part before `text_offset`; `None` if
+/// `range` reaches into the text.
+fn bytes_before(mmap: &Mmap, text_offset: usize, range: Range<usize>) -> Option<&[u8]> {
+    if range.start > range.end || range.end > text_offset {
+        return None;
+    }
+    // SAFETY: the range lies in the mapping before the text, which is mapped
+    // readable for the mapping's whole life and never written (relocations
+    // patch the text only, and the file's promise of `from_file_mapping`
+    // holds for as long as the code memory owning the mapping lives).
+    Some(unsafe { std::slice::from_raw_parts(mmap.as_ptr().add(range.start), range.len()) })
+}
 
 /// A block of machine code loaded into its own read-execute mapping, with
 /// the trap sites that its faulting instructions stand for.
@@ -19,7 +139,8 @@ pub struct CodeMemory {
     mmap: Mmap,
     text_offset: usize,
     text_len: usize,
-    trap_sites: Box<[TrapSite]>,
+    /// Sorted by offset, every kind valid (checked at construction).
+    trap_sites: Records<TrapSiteRecord>,
     /// The exception handlers of the text's calls (empty but for modules
     /// with `try_table`s), checked by the module that owns the code.
     exceptions: ExceptionTable,
@@ -29,17 +150,17 @@ impl CodeMemory {
     /// Copies `text` into fresh memory, patches `relocations` with the
     /// addresses of the host libcalls, and makes it executable.
     ///
-    /// `trap_sites` must lie in the text; they are sorted by offset if they
-    /// are not already (the compiler produces them sorted).
+    /// `trap_sites` must lie in the text, sorted by offset (as the compiler
+    /// produces them).
     ///
     /// # Errors
     ///
-    /// A relocation or trap site outside the text, an unknown libcall, or a
-    /// failure to map memory.
+    /// A relocation or trap site outside the text, trap sites out of order,
+    /// an unknown trap kind or libcall, or a failure to map memory.
     pub fn new(
         text: &[u8],
         relocations: &[Relocation],
-        trap_sites: Vec<TrapSite>,
+        trap_sites: Box<[TrapSiteRecord]>,
     ) -> Result<CodeMemory> {
         let page = host_page_size();
         let len = text.len().max(1).next_multiple_of(page);
@@ -48,13 +169,14 @@ impl CodeMemory {
         // bytes long.
         unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), mmap.as_ptr(), text.len()) };
         // SAFETY: the mapping is read-write and nothing else refers to it.
-        unsafe { CodeMemory::finish(mmap, 0..text.len(), relocations, trap_sites) }
+        unsafe { CodeMemory::finish(mmap, 0..text.len(), relocations, Records::Owned(trap_sites)) }
     }
 
     /// Runs the text that sits at `text` in `file` (a private, read-only
     /// mapping of a whole precompiled-module file, from
     /// [`Mmap::map_file_private`]) in place: only the pages with libcall
-    /// slots are copied, when they are patched.
+    /// slots are copied, when they are patched. A trap table
+    /// [`Records::InArtifact`] is a range of that file before the text.
     ///
     /// # Safety
     ///
@@ -69,7 +191,7 @@ impl CodeMemory {
         file: Mmap,
         text: Range<usize>,
         relocations: &[Relocation],
-        trap_sites: Vec<TrapSite>,
+        trap_sites: Records<TrapSiteRecord>,
     ) -> Result<CodeMemory> {
         // SAFETY: the text pages are not in use yet: nothing has been handed
         // out that points into them. Making them writable lets the private
@@ -79,8 +201,8 @@ impl CodeMemory {
         unsafe { CodeMemory::finish(file, text, relocations, trap_sites) }
     }
 
-    /// Patches the libcall slots, checks and sorts the trap sites, and
-    /// makes `text` executable.
+    /// Patches the libcall slots, checks the trap sites, and makes `text`
+    /// executable.
     ///
     /// # Safety
     ///
@@ -90,7 +212,7 @@ impl CodeMemory {
         mmap: Mmap,
         text: Range<usize>,
         relocations: &[Relocation],
-        mut trap_sites: Vec<TrapSite>,
+        trap_sites: Records<TrapSiteRecord>,
     ) -> Result<CodeMemory> {
         let text_len = text.len();
         // SAFETY: the caller promises that `text` lies in the mapping.
@@ -105,14 +227,34 @@ impl CodeMemory {
             // still writable.
             unsafe { std::ptr::write_unaligned(base.add(offset).cast::<u64>(), addr.to_le()) };
         }
-        if let Some(site) = trap_sites
-            .iter()
-            .find(|t| t.code_offset as usize >= text_len)
-        {
-            bail!("trap site at {:#x} is outside the text", site.code_offset);
+        let Some(sites) = records_in(&mmap, text.start, &trap_sites) else {
+            bail!("the trap table is not whole records before the text");
+        };
+        // A loaded module's table has an entry per few instructions: one
+        // pass without early exits finds whether anything is wrong, a
+        // second says what. The compiler sorts its tables; a loader keeps
+        // them as they are, and may keep them where they lie, so order is
+        // checked, not made.
+        let (mut last, mut wrong) = (0, false);
+        for site in sites {
+            wrong |= site.code_offset() < last || !TrapSiteKind::is_encoding(site.kind);
+            last = site.code_offset();
         }
-        if !trap_sites.is_sorted_by_key(|t| t.code_offset) {
-            trap_sites.sort_by_key(|t| t.code_offset);
+        if wrong || (!sites.is_empty() && last as usize >= text_len) {
+            let mut last = 0;
+            for site in sites {
+                let offset = site.code_offset();
+                if offset as usize >= text_len {
+                    bail!("trap site at {offset:#x} is outside the text");
+                }
+                if site.kind().is_none() {
+                    bail!("unknown trap code {:#x} at {offset:#x}", site.kind);
+                }
+                if offset < last {
+                    bail!("the trap table is not sorted by offset (at {offset:#x})");
+                }
+                last = offset;
+            }
         }
         // SAFETY: all bytes are written; from now on the text is only
         // executed and read.
@@ -122,27 +264,8 @@ impl CodeMemory {
             mmap,
             text_offset: text.start,
             text_len,
-            trap_sites: trap_sites.into_boxed_slice(),
+            trap_sites,
             exceptions: ExceptionTable::default(),
-        })
-    }
-
-    /// The bytes at `range` of the mapping's part before the text: for code
-    /// that runs where a precompiled-module file is mapped
-    /// ([`CodeMemory::from_file_mapping`]), offsets into that file's
-    /// header and body, which a module may keep using instead of copies.
-    /// `None` if `range` reaches into the text (code copied into fresh
-    /// memory has nothing before its text).
-    pub fn bytes_before_text(&self, range: Range<usize>) -> Option<&[u8]> {
-        if range.start > range.end || range.end > self.text_offset {
-            return None;
-        }
-        // SAFETY: the range lies in the mapping before the text, which is
-        // mapped readable for the mapping's whole life and never written
-        // (relocations patch the text only, and the file's promise of
-        // `from_file_mapping` holds for as long as this code lives).
-        Some(unsafe {
-            std::slice::from_raw_parts(self.mmap.as_ptr().add(range.start), range.len())
         })
     }
 
@@ -163,9 +286,26 @@ impl CodeMemory {
         self.text_start()..self.text_start() + self.text_len
     }
 
-    /// The trap sites, sorted by offset.
-    pub fn trap_sites(&self) -> &[TrapSite] {
-        &self.trap_sites
+    /// The trap sites, sorted by offset, every kind valid.
+    pub fn trap_sites(&self) -> &[TrapSiteRecord] {
+        self.records(&self.trap_sites)
+            .expect("a code memory's trap table was checked when it was made")
+    }
+
+    /// Whether the trap table is read where the artifact file lies.
+    #[cfg(test)]
+    pub fn trap_sites_in_artifact(&self) -> bool {
+        matches!(self.trap_sites, Records::InArtifact(_))
+    }
+
+    /// The records `records` stands for: its own, or those in the range of
+    /// this code's artifact file; `None` if that range is not whole records
+    /// before the text.
+    pub fn records<'a, T: FromBytes + KnownLayout + Immutable>(
+        &'a self,
+        records: &'a Records<T>,
+    ) -> Option<&'a [T]> {
+        records_in(&self.mmap, self.text_offset, records)
     }
 
     /// Attaches the exception table of the text's calls, before the code
@@ -182,11 +322,11 @@ impl CodeMemory {
 
 /// Binary search of a sorted trap table; usable from a signal handler (no
 /// allocation, no locks).
-pub fn lookup_trap_site(sites: &[TrapSite], offset: u32) -> Option<TrapSiteKind> {
+pub fn lookup_trap_site(sites: &[TrapSiteRecord], offset: u32) -> Option<TrapSiteKind> {
     sites
-        .binary_search_by_key(&offset, |t| t.code_offset)
+        .binary_search_by_key(&offset, |t| t.code_offset())
         .ok()
-        .map(|i| sites[i].kind)
+        .and_then(|i| sites[i].kind())
 }
 
 /// Makes freshly written code visible to instruction fetch.

@@ -28,7 +28,7 @@
 //! when the newer activation was entered.
 
 use super::arch::{self, JmpBuf};
-use super::code_memory::{CodeMemory, lookup_trap_site};
+use super::code_memory::{CodeMemory, TrapSiteRecord, lookup_trap_site};
 use super::mmu_interrupt::{MmuInterruptState, SwapPages};
 use crate::runtime::store::StoreOpaque;
 use std::cell::{Cell, UnsafeCell};
@@ -36,7 +36,7 @@ use std::ptr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use wasmtime_environ::vm::{VMEntryTrampoline, VMFuncRef, VMStoreContext, ValRaw};
-use wasmtime_environ::{ExceptionHandler, ExceptionSite, TrapSite, TrapSiteKind};
+use wasmtime_environ::{ExceptionHandler, ExceptionSite, TrapSiteKind};
 
 thread_local! {
     /// The innermost activation of this thread (null when no Wasm is
@@ -165,7 +165,7 @@ pub unsafe fn restore_suspended_activations(saved: SuspendedActivations) {
 struct SnapshotEntry {
     start: usize,
     end: usize,
-    traps: *const TrapSite,
+    traps: *const TrapSiteRecord,
     num_traps: usize,
     /// The code memory itself, for its exception table.
     code: *const CodeMemory,
@@ -879,7 +879,7 @@ mod tests {
     ) -> (Result<(), Box<TrapRecord>>, usize) {
         super::super::init_traps();
         super::super::sys::unix::signals::lazy_per_thread_init().unwrap();
-        let code = Arc::new(CodeMemory::new(code, &[], trap_sites).unwrap());
+        let code = Arc::new(CodeMemory::new(code, &[], TrapSiteRecord::table(trap_sites)).unwrap());
         let mut registry = CodeRegistry::new();
         registry.register(&code);
         registry.publish();
@@ -973,7 +973,7 @@ mod tests {
             CodeMemory::new(
                 &[0x90; 64],
                 &[],
-                vec![
+                TrapSiteRecord::table([
                     TrapSite {
                         code_offset: 3,
                         kind: TrapSiteKind::HostCallFailed,
@@ -982,7 +982,7 @@ mod tests {
                         code_offset: 9,
                         kind: TrapSiteKind::Trap(Trap::IntegerOverflow),
                     },
-                ],
+                ]),
             )
             .unwrap(),
         );
