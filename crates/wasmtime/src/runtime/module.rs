@@ -51,10 +51,10 @@ pub(crate) struct ModuleInner {
     exports: HashMap<String, EntityIndex>,
     /// What [`Module::serialize`] needs besides the text and the tables
     /// above: the binary without function bodies (see `artifact.rs`), the
-    /// entry trampolines by type, and the libcall slots.
-    /// Kept where the artifact file is mapped when loaded from one: the
-    /// skeleton holds the data segments, megabytes in some modules, and
-    /// copying it was a sixth of loading such a component.
+    /// entry trampolines by type, and the libcall slots. The skeleton is
+    /// kept where the artifact file is mapped when loaded from one: it
+    /// holds the data segments, megabytes in some modules, and copying it
+    /// was a sixth of loading such a component.
     skeleton: Records<u8>,
     entry_trampoline_locs: PrimaryMap<TypeIndex, FunctionLoc>,
     host_trampoline_locs: Box<[(TypeIndex, FunctionLoc)]>,
