@@ -18,6 +18,61 @@ use wasmparser::{
     Validator, ValidatorResources, WasmFeatures,
 };
 
+/// The payloads of a whole module binary, one at a time, with the choice
+/// (which [`Parser::parse_all`] does not give) of skipping the code
+/// section's entries unread: for a skeleton's metadata
+/// ([`ModuleTranslation::metadata`]) or for making a skeleton, only the
+/// number of bodies matters, and parsing thousands of them one payload at
+/// a time was a third of the work.
+pub struct Payloads<'a> {
+    parser: Parser,
+    rest: &'a [u8],
+}
+
+impl<'a> Payloads<'a> {
+    /// Reads `wasm`, all of which is at hand, with `parser`.
+    pub fn new(parser: Parser, wasm: &'a [u8]) -> Payloads<'a> {
+        Payloads { parser, rest: wasm }
+    }
+
+    /// The next payload; [`Payload::End`] is the last.
+    ///
+    /// # Errors
+    ///
+    /// The parser's, for a malformed binary.
+    pub fn read(&mut self) -> Result<Payload<'a>> {
+        // The whole binary is at hand (`eof`), so the parser never asks
+        // for more: it parses a payload or fails.
+        match self.parser.parse(self.rest, true)? {
+            Chunk::Parsed { consumed, payload } => {
+                self.rest = &self.rest[consumed..];
+                Ok(payload)
+            }
+            Chunk::NeedMoreData(_) => bail!("unexpected end of the module binary"),
+        }
+    }
+
+    /// Skips the entries of the code section whose start (holding `size`)
+    /// was the last payload. The parser has already checked the section's
+    /// count against the function section's; the entries are not read.
+    ///
+    /// # Errors
+    ///
+    /// The section runs past the end of the binary.
+    ///
+    /// # Panics
+    ///
+    /// If the last payload was not a [`Payload::CodeSectionStart`].
+    pub fn skip_code_section(&mut self, size: u32) -> Result<()> {
+        self.parser.skip_section();
+        self.rest = self
+            .rest
+            .get(size as usize..)
+            .context("the code section runs past the end of the module binary")?;
+        Ok(())
+    }
+}
+
 /// Whether a translation keeps the function bodies (to compile them) or
 /// skips the code section unread (for metadata alone).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -507,15 +562,9 @@ impl<'a> ModuleTranslation<'a> {
         // (e.g. a memory index in `memory.grow` only with multi-memory).
         let mut parser = Parser::new(0);
         parser.set_features(features);
-        let mut rest = wasm;
+        let mut payloads = Payloads::new(parser, wasm);
         loop {
-            // With `eof` set the parser never asks for more data: it either
-            // parses a payload or fails.
-            let (payload, consumed) = match parser.parse(rest, true)? {
-                Chunk::Parsed { consumed, payload } => (payload, consumed),
-                Chunk::NeedMoreData(_) => bail!("unexpected end of the module binary"),
-            };
-            rest = &rest[consumed..];
+            let payload = payloads.read()?;
             match validator.payload(&payload)? {
                 ValidPayload::Func(validator, body) => {
                     t.function_bodies.push(FunctionBodyData { body, validator });
@@ -527,12 +576,7 @@ impl<'a> ModuleTranslation<'a> {
             if let (FunctionBodies::Skip, Payload::CodeSectionStart { size, .. }) =
                 (bodies, &payload)
             {
-                // The parser checked the section's count against the
-                // function section's; the entries are left unread.
-                parser.skip_section();
-                rest = rest
-                    .get(*size as usize..)
-                    .context("the code section runs past the end of the module binary")?;
+                payloads.skip_code_section(*size)?;
             }
             t.translate_payload(payload)?;
         }

@@ -59,8 +59,9 @@ use anyhow::{Context, Result, bail, ensure};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::ops::Range;
+use wasmtime_environ::Payloads;
 use wasmtime_environ::builtins::HostLibcall;
-use wasmtime_environ::wasmparser::{Chunk, Parser, Payload};
+use wasmtime_environ::wasmparser::{Parser, Payload};
 use wasmtime_environ::{
     DefinedFuncIndex, ExceptionHandler, ExceptionSite, ExceptionTable, FunctionLoc, PrimaryMap,
     Relocation, TypeIndex,
@@ -727,17 +728,9 @@ impl SkeletonSink for Compare<'_> {
 }
 
 fn write_skeleton(binary: &[u8], out: &mut impl SkeletonSink) -> Result<()> {
-    let mut parser = Parser::new(0);
-    let mut rest = binary;
+    let mut payloads = Payloads::new(Parser::new(0), binary);
     loop {
-        // With `eof` set the parser never asks for more data: it either
-        // parses a payload or fails.
-        let (payload, consumed) = match parser.parse(rest, true)? {
-            Chunk::Parsed { payload, consumed } => (payload, consumed),
-            Chunk::NeedMoreData(_) => bail!("unexpected end of the module binary"),
-        };
-        rest = &rest[consumed..];
-        match payload {
+        match payloads.read()? {
             Payload::Version { range, .. } => out.put(&binary[range]),
             Payload::CodeSectionStart { count, size, .. } => {
                 let mut body = Vec::with_capacity(5 + 3 * count as usize);
@@ -747,13 +740,8 @@ fn write_skeleton(binary: &[u8], out: &mut impl SkeletonSink) -> Result<()> {
                     body.extend_from_slice(&[2, 0, 0x0b]);
                 }
                 section(out, 10, &body)?;
-                // The bodies are not needed, only their count: skipping
-                // the section whole instead of parsing each entry halved
-                // a component load's check of its modules.
-                parser.skip_section();
-                rest = rest
-                    .get(size as usize..)
-                    .context("the code section runs past the end of the module binary")?;
+                // Only the count of bodies is needed.
+                payloads.skip_code_section(size)?;
             }
             Payload::CustomSection(custom) if custom.name() != "name" => {}
             Payload::End(_) => return Ok(()),
