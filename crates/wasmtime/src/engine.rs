@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use wasmtime_environ::{FunctionLoc, TrapSite, Tunables, VMSharedTypeIndex, WasmFuncType};
+use wasmtime_environ::{FunctionLoc, Tunables, VMSharedTypeIndex, WasmFuncType};
 
 /// The compiler and the state shared by everything compiled with it.
 ///
@@ -422,18 +422,12 @@ impl Engine {
             text.extend_from_slice(bytes);
             let sites = code.trap_sites();
             let first = sites.partition_point(|t| t.code_offset() < loc.start);
-            for site in sites[first..]
-                .iter()
-                .take_while(|t| t.code_offset() - loc.start < loc.len)
-            {
-                let kind = site
-                    .kind()
-                    .context("a trap site of unknown kind (a runtime bug)")?;
-                trap_sites.push(TrapSite {
-                    code_offset: site.code_offset() - loc.start + start as u32,
-                    kind,
-                });
-            }
+            trap_sites.extend(
+                sites[first..]
+                    .iter()
+                    .take_while(|t| t.code_offset() - loc.start < loc.len)
+                    .map(|t| t.moved_to(t.code_offset() - loc.start + start as u32)),
+            );
             adopted.push((index, start));
         }
         if adopted.is_empty() {
@@ -441,11 +435,7 @@ impl Engine {
         }
         // The bytes were copied after the module's libcall slots were
         // patched, so the copy needs no relocations of its own.
-        let copy = Arc::new(CodeMemory::new(
-            &text,
-            &[],
-            TrapSiteRecord::table(trap_sites),
-        )?);
+        let copy = Arc::new(CodeMemory::new(&text, &[], trap_sites.into())?);
         for (index, start) in adopted {
             cache.insert(
                 index,

@@ -350,8 +350,19 @@ impl Module {
         engine.check_runs_here("load a precompiled module")?;
         let parsed = artifact::parse(bytes, engine.fingerprint())?;
         let info = Module::skeleton_info(engine, parsed.skeleton)?;
+        Module::assemble_copied(engine, info, bytes, parsed)
+    }
+
+    /// Builds a loaded module whose code and tables are copied out of the
+    /// artifact `bytes` (`parsed` from them).
+    fn assemble_copied(
+        engine: &Engine,
+        info: ModuleInfo,
+        bytes: &[u8],
+        parsed: artifact::Parsed<'_>,
+    ) -> Result<Module> {
         let code = CodeMemory::new(
-            &bytes[parsed.text.clone()],
+            &bytes[parsed.text],
             &parsed.tables.relocations,
             parsed.trap_sites.into(),
         )?;
@@ -412,40 +423,27 @@ impl Module {
         let bytes = unsafe { std::slice::from_raw_parts(mmap.as_ptr(), mmap.len()) };
         let parsed = artifact::parse(bytes, engine.fingerprint())?;
         let info = Module::skeleton_info(engine, parsed.skeleton)?;
+        // The body, and so every table, precedes the text (`parse` checks
+        // it); `CodeMemory` refuses ranges that do not.
+        let text = parsed.text.clone();
+        if text.is_empty() || text.start % host_page_size() != 0 {
+            return Module::assemble_copied(engine, info, bytes, parsed);
+        }
         // Where each of the artifact's slices lies in the file.
         let range_of = |slice: &[u8]| {
             let start = slice.as_ptr() as usize - bytes.as_ptr() as usize;
             start..start + slice.len()
         };
-        let skeleton = range_of(parsed.skeleton);
-        let trap_sites = range_of(parsed.trap_sites.as_bytes());
-        let address_map = range_of(parsed.address_map.as_bytes());
-        let (tables, text) = (parsed.tables, parsed.text);
-        // The body, and so every table, precedes the text (`parse` checks
-        // it); `CodeMemory` refuses ranges that do not.
-        let in_place = !text.is_empty() && text.start % host_page_size() == 0;
-        if in_place {
-            // SAFETY: `text` starts on a page boundary inside the mapping
-            // (checked by `parse` and just above; the mapping itself starts
-            // on one), and the file's promise is the caller's.
-            let code = unsafe {
-                CodeMemory::from_file_mapping(
-                    mmap,
-                    text,
-                    &tables.relocations,
-                    Records::InArtifact(trap_sites),
-                )?
-            };
-            let skeleton = Records::InArtifact(skeleton);
-            let address_map = Records::InArtifact(address_map);
-            Module::assemble(engine, info, skeleton, address_map, tables, code)
-        } else {
-            let trap_sites = parsed.trap_sites.into();
-            let code = CodeMemory::new(&bytes[text], &tables.relocations, trap_sites)?;
-            let skeleton = Records::Owned(bytes[skeleton].into());
-            let address_map = Records::Owned(parsed.address_map.into());
-            Module::assemble(engine, info, skeleton, address_map, tables, code)
-        }
+        let skeleton = Records::InArtifact(range_of(parsed.skeleton));
+        let trap_sites = Records::InArtifact(range_of(parsed.trap_sites.as_bytes()));
+        let address_map = Records::InArtifact(range_of(parsed.address_map.as_bytes()));
+        // SAFETY: `text` starts on a page boundary inside the mapping
+        // (checked by `parse` and just above; the mapping itself starts on
+        // one), and the file's promise is the caller's.
+        let code = unsafe {
+            CodeMemory::from_file_mapping(mmap, text, &parsed.tables.relocations, trap_sites)?
+        };
+        Module::assemble(engine, info, skeleton, address_map, parsed.tables, code)
     }
 
     /// The bytes of data segment `index`, read where the skeleton holds

@@ -42,6 +42,15 @@ impl TrapSiteRecord {
         self.code_offset.get()
     }
 
+    /// The same site where its code was copied to `code_offset`, its kind
+    /// byte kept as it is.
+    pub fn moved_to(&self, code_offset: u32) -> TrapSiteRecord {
+        TrapSiteRecord {
+            code_offset: code_offset.into(),
+            kind: self.kind,
+        }
+    }
+
     /// What a fault there means; `None` for a byte that is no kind, which
     /// a [`CodeMemory`] never holds (it refuses such tables).
     pub fn kind(&self) -> Option<TrapSiteKind> {
