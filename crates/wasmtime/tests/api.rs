@@ -325,3 +325,80 @@ fn module_introspection() -> Result<()> {
     );
     Ok(())
 }
+
+/// Host functions reached through an `InstancePre`: a fresh store gets
+/// them in one batch, a store that already holds them reuses them, and a
+/// function reference to one (from `ref.func`, an export or a table) always
+/// comes back as the same function.
+#[test]
+fn host_functions_of_an_instance_pre_keep_their_identity() -> Result<()> {
+    let engine = Engine::default();
+    let module = Module::new(
+        &engine,
+        r#"(module
+            (import "host" "add" (func $add (param i32 i32) (result i32)))
+            (import "host" "seven" (func $seven (result i32)))
+            (table 2 funcref)
+            (elem (i32.const 0) func $seven $add)
+            (elem declare func $add)
+            (export "add" (func $add))
+            (func (export "add_ref") (result funcref) ref.func $add)
+            (func (export "via_table") (param i32 i32) (result i32)
+                local.get 0 local.get 1 i32.const 1 call_indirect (param i32 i32) (result i32)
+                i32.const 0 call_indirect (result i32)
+                i32.add))"#,
+    )?;
+    let mut linker = Linker::<u32>::new(&engine);
+    linker.func_wrap(
+        "host",
+        "add",
+        |mut caller: Caller<'_, u32>, a: i32, b: i32| {
+            *caller.data_mut() += 1;
+            a + b
+        },
+    )?;
+    linker.func_wrap("host", "seven", || 7i32)?;
+    let pre = linker.instantiate_pre(&module)?;
+
+    let mut store = Store::new(&engine, 0);
+    let first = pre.instantiate(&mut store)?;
+    let via_table = first.get_typed_func::<(i32, i32), i32>(&mut store, "via_table")?;
+    assert_eq!(via_table.call(&mut store, (2, 3))?, 12);
+    let add = first.get_func(&mut store, "add").expect("exported");
+    let add_ref = first.get_typed_func::<(), Option<Func>>(&mut store, "add_ref")?;
+    let from_ref = add_ref.call(&mut store, ())?.expect("not null");
+    assert_eq!(from_ref.to_raw(&mut store), add.to_raw(&mut store));
+    assert_eq!(
+        from_ref
+            .typed::<(i32, i32), i32>(&store)?
+            .call(&mut store, (4, 5))?,
+        9
+    );
+    let table = Table::new(
+        &mut store,
+        TableType::new(RefType::FUNCREF, 1, None),
+        Ref::Func(None),
+    )?;
+    table.set(&mut store, 0, Ref::Func(Some(from_ref)))?;
+    let from_table = table.get(&mut store, 0).expect("in bounds");
+    let from_table = from_table.unwrap_func().expect("not null");
+    assert_eq!(from_table.to_raw(&mut store), add.to_raw(&mut store));
+
+    // A second instance in the same store reuses the store's functions.
+    let second = pre.instantiate(&mut store)?;
+    let add_again = second.get_func(&mut store, "add").expect("exported");
+    assert_eq!(add_again.to_raw(&mut store), add.to_raw(&mut store));
+    let via_table = second.get_typed_func::<(i32, i32), i32>(&mut store, "via_table")?;
+    assert_eq!(via_table.call(&mut store, (10, 20))?, 37);
+    // `add` ran once per `via_table` and once through the reference.
+    assert_eq!(*store.data(), 3);
+
+    // Another store has functions of its own.
+    let mut other = Store::new(&engine, 0);
+    let third = pre.instantiate(&mut other)?;
+    let via_table = third.get_typed_func::<(i32, i32), i32>(&mut other, "via_table")?;
+    assert_eq!(via_table.call(&mut other, (1, 1))?, 9);
+    assert_eq!(*other.data(), 1);
+    assert_eq!(*store.data(), 3);
+    Ok(())
+}

@@ -1,5 +1,7 @@
 //! [`Instance`] and [`InstancePre`]: instantiating modules.
 
+use crate::engine::HostTrampoline;
+use crate::runtime::func::HostFunc;
 use crate::runtime::linker::Definition;
 use crate::runtime::store::StoreOpaque;
 use crate::runtime::vm;
@@ -10,6 +12,7 @@ use crate::{
 use anyhow::{Context, Result, anyhow, bail};
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::Arc;
 use wasmtime_environ::vm::{VMFuncRef, VMGlobalImport, VMMemoryImport, VMTableImport};
 use wasmtime_environ::{
     DataMode, DefinedFuncIndex, ElementMode, EntityIndex, EntityRef, EntityType,
@@ -993,7 +996,75 @@ fn capture_pristine(
 pub struct InstancePre<T> {
     module: Module,
     items: Vec<Definition>,
+    host: Arc<PreparedHostFuncs>,
     _marker: PhantomData<fn() -> T>,
+}
+
+/// The host functions among an [`InstancePre`]'s definitions, made ready
+/// once so that instantiating in a store that holds no host function yet
+/// (a store per request, the common case) makes all of them with one
+/// allocation, no engine lock and no hashing: about 75 ns per imported
+/// host function had gone into finding its trampoline, registering its
+/// code, a box of its own and two map insertions (docs/benchmarks.md,
+/// "Host functions made in one batch").
+struct PreparedHostFuncs {
+    /// For each definition, its position in `funcs` if it is a host
+    /// function.
+    slots: Box<[Option<u32>]>,
+    /// The distinct host functions, each with its wasm-to-host trampoline.
+    funcs: Box<[(HostFunc, HostTrampoline)]>,
+    /// The distinct mappings holding those trampolines.
+    code: Box<[Arc<vm::CodeMemory>]>,
+}
+
+impl PreparedHostFuncs {
+    /// Prepares the host functions among `items` for `engine`; gives up
+    /// (an empty value, which makes every instantiation take the general
+    /// path and report what is wrong there) if one belongs to another
+    /// engine or its trampoline cannot be made.
+    fn new(engine: &Engine, items: &[Definition]) -> PreparedHostFuncs {
+        let none = || PreparedHostFuncs {
+            slots: vec![None; items.len()].into_boxed_slice(),
+            funcs: Box::new([]),
+            code: Box::new([]),
+        };
+        let mut slots = Vec::with_capacity(items.len());
+        let mut funcs: Vec<(HostFunc, HostTrampoline)> = Vec::new();
+        let mut position = rustc_hash::FxHashMap::default();
+        let mut code: Vec<Arc<vm::CodeMemory>> = Vec::new();
+        for item in items {
+            let Definition::HostFunc(host) = item else {
+                slots.push(None);
+                continue;
+            };
+            if !Engine::same(host.ty().engine(), engine) {
+                return none();
+            }
+            let slot = match position.get(&host.key()) {
+                Some(&slot) => slot,
+                None => {
+                    let Ok(trampoline) = engine.host_trampoline(host.ty().index()) else {
+                        return none();
+                    };
+                    if !code.iter().any(|c| Arc::ptr_eq(c, &trampoline.code)) {
+                        code.push(trampoline.code.clone());
+                    }
+                    let Ok(slot) = u32::try_from(funcs.len()) else {
+                        return none();
+                    };
+                    funcs.push((host.clone(), trampoline));
+                    position.insert(host.key(), slot);
+                    slot
+                }
+            };
+            slots.push(Some(slot));
+        }
+        PreparedHostFuncs {
+            slots: slots.into_boxed_slice(),
+            funcs: funcs.into_boxed_slice(),
+            code: code.into_boxed_slice(),
+        }
+    }
 }
 
 impl<T> Clone for InstancePre<T> {
@@ -1001,6 +1072,7 @@ impl<T> Clone for InstancePre<T> {
         InstancePre {
             module: self.module.clone(),
             items: self.items.clone(),
+            host: self.host.clone(),
             _marker: PhantomData,
         }
     }
@@ -1017,6 +1089,7 @@ impl<T> fmt::Debug for InstancePre<T> {
 impl<T: 'static> InstancePre<T> {
     pub(crate) fn new(module: &Module, items: Vec<Definition>) -> InstancePre<T> {
         InstancePre {
+            host: Arc::new(PreparedHostFuncs::new(module.engine(), &items)),
             module: module.clone(),
             items,
             _marker: PhantomData,
@@ -1067,12 +1140,31 @@ impl<T: 'static> InstancePre<T> {
 
     /// The linker's items as imports of `store`, type-checked.
     fn imports(&self, opaque: &mut StoreOpaque) -> Result<Vec<Extern>> {
-        opaque.reserve_host_funcs(self.items.len());
-        let imports = self
-            .items
-            .iter()
-            .map(|def| def.to_extern(opaque))
-            .collect::<Result<Vec<_>>>()?;
+        let host = &*self.host;
+        // In a store that already holds host functions, each definition
+        // goes through the store's cache, so that a definition used twice
+        // stays one function; a fresh store gets them all in one batch.
+        let first_host_func = if !host.funcs.is_empty()
+            && !opaque.has_host_funcs()
+            && Engine::same(opaque.engine(), self.module.engine())
+        {
+            for code in &host.code {
+                opaque.register_code(code);
+            }
+            Some(opaque.push_host_funcs(host.funcs.iter().map(|(f, t)| (f.clone(), t)))?)
+        } else {
+            None
+        };
+        let mut imports = Vec::with_capacity(self.items.len());
+        for (def, slot) in self.items.iter().zip(&host.slots) {
+            imports.push(match (first_host_func, slot) {
+                (Some(first), Some(slot)) => Extern::Func(Func {
+                    store: opaque.id(),
+                    index: first + slot,
+                }),
+                _ => def.to_extern(opaque)?,
+            });
+        }
         typecheck_imports(opaque, &self.module, &imports)?;
         Ok(imports)
     }

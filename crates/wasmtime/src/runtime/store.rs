@@ -23,6 +23,7 @@
 //! `#[repr(C)]` [`StoreInner<T>`], so generic code that knows `T` casts the
 //! pointer back to the whole store.
 
+use crate::engine::HostTrampoline;
 use crate::runtime::fiber::{self, AsyncState};
 use crate::runtime::func::{FuncData, FuncKind, HostFunc, VMHostFunc};
 use crate::runtime::mmu::{MmuInterruptDecision, MmuInterrupter};
@@ -364,9 +365,18 @@ pub struct StoreOpaque {
     modules: BTreeMap<usize, Module>,
     pub(crate) instances: Vec<Box<vm::Instance>>,
     pub(crate) funcs: Vec<FuncData>,
+    /// The functions of `funcs` defined by instances, by the address of
+    /// their `VMFuncRef` (a host function's context holds its own index).
     func_by_ref: FxHashMap<usize, u32>,
-    pub(crate) host_funcs: Vec<Box<VMHostFunc>>,
+    /// Host function contexts, made in batches (one per instantiation
+    /// through an `InstancePre`, one for each other host function).
+    pub(crate) host_funcs: Vec<Box<[VMHostFunc]>>,
+    /// The store function made for each linker definition
+    /// ([`HostFunc::key`]), so that materializing a definition twice
+    /// gives the same function. Filled lazily: it covers the first
+    /// `host_funcs_cached` batches of `host_funcs`.
     host_func_cache: FxHashMap<usize, u32>,
+    host_funcs_cached: usize,
     pub(crate) memories: Vec<Box<vm::Memory>>,
     pub(crate) tables: Vec<Box<vm::Table>>,
     pub(crate) globals: Vec<GlobalData>,
@@ -975,6 +985,7 @@ impl StoreOpaque {
             func_by_ref: FxHashMap::default(),
             host_funcs: Vec::new(),
             host_func_cache: FxHashMap::default(),
+            host_funcs_cached: 0,
             memories: Vec::new(),
             tables: Vec::new(),
             globals: Vec::new(),
@@ -1594,23 +1605,30 @@ impl StoreOpaque {
     /// function-reference value produced by this store's code or tables).
     pub(crate) unsafe fn func_from_raw(&mut self, ptr: usize) -> Option<Func> {
         let func_ref = NonNull::new(ptr as *mut VMFuncRef)?;
+        // SAFETY: per the contract, the pointer is a live `VMFuncRef`.
+        let fr = unsafe { func_ref.as_ref() };
+        if fr.array_call.is_some() {
+            // Only host functions have an array-call entry; their `vmctx`
+            // is their context in this store (an instance's import slot
+            // copies the whole `VMFuncRef`, so a slot leads there too).
+            // SAFETY: a live host function context of this store.
+            let ctx = unsafe { &*fr.vmctx.cast::<VMHostFunc>() };
+            return Some(Func {
+                store: self.id,
+                index: ctx.index,
+            });
+        }
         if let Some(index) = self.func_by_ref.get(&ptr) {
             return Some(Func {
                 store: self.id,
                 index: *index,
             });
         }
-        // SAFETY: per the contract, the pointer is a live `VMFuncRef`.
-        let fr = unsafe { func_ref.as_ref() };
-        let kind = if fr.array_call.is_some() {
-            FuncKind::Host(fr.vmctx.cast::<VMHostFunc>())
-        } else {
-            // SAFETY: a Wasm function's `vmctx` is an instance's `VMContext`
-            // of this store.
-            let instance = unsafe { vm::Instance::from_vmctx(fr.vmctx) };
-            FuncKind::Wasm {
-                trampoline: instance.module().entry_trampoline(fr.type_index),
-            }
+        // SAFETY: a Wasm function's `vmctx` is an instance's `VMContext`
+        // of this store.
+        let instance = unsafe { vm::Instance::from_vmctx(fr.vmctx) };
+        let kind = FuncKind::Wasm {
+            trampoline: instance.module().entry_trampoline(fr.type_index),
         };
         Some(self.push_func(FuncData {
             func_ref,
@@ -1629,6 +1647,16 @@ impl StoreOpaque {
     /// materialization of the same definition.
     pub(crate) fn host_func(&mut self, host: &HostFunc) -> Result<Func> {
         let key = host.key();
+        if self.host_funcs_cached < self.host_funcs.len() {
+            for batch in &self.host_funcs[self.host_funcs_cached..] {
+                for ctx in batch.iter() {
+                    self.host_func_cache
+                        .entry(ctx.host.key())
+                        .or_insert(ctx.index);
+                }
+            }
+            self.host_funcs_cached = self.host_funcs.len();
+        }
         if let Some(index) = self.host_func_cache.get(&key) {
             return Ok(Func {
                 store: self.id,
@@ -1637,15 +1665,13 @@ impl StoreOpaque {
         }
         let func = self.push_host_func(host.clone())?;
         self.host_func_cache.insert(key, func.index);
+        self.host_funcs_cached = self.host_funcs.len();
         Ok(func)
     }
 
-    /// Makes room for `count` more host functions in the store's maps, so
-    /// that instantiating with many imports grows each map once rather
-    /// than rehashing it at every doubling.
-    pub(crate) fn reserve_host_funcs(&mut self, count: usize) {
-        self.host_func_cache.reserve(count);
-        self.func_by_ref.reserve(count);
+    /// Whether any host function has been made in this store.
+    pub(crate) fn has_host_funcs(&self) -> bool {
+        !self.host_funcs.is_empty()
     }
 
     /// Creates a new function in this store for `host`.
@@ -1655,21 +1681,55 @@ impl StoreOpaque {
         }
         let trampoline = self.engine.host_trampoline(host.ty().index())?;
         self.register_code(&trampoline.code);
-        if host.is_async() {
-            // Wasm may call it at any time, and it must then be on a fiber.
+        let index = self.push_host_funcs(std::iter::once((host, &trampoline)))?;
+        Ok(Func {
+            store: self.id,
+            index,
+        })
+    }
+
+    /// Creates a function in this store for each of `hosts`, whose
+    /// wasm-to-host trampolines the caller has registered, all in one
+    /// allocation; returns the first one's index (the others follow).
+    /// Each definition must belong to this store's engine.
+    pub(crate) fn push_host_funcs<'t>(
+        &mut self,
+        hosts: impl ExactSizeIterator<Item = (HostFunc, &'t HostTrampoline)>,
+    ) -> Result<u32> {
+        let count = hosts.len();
+        let first = self.funcs.len();
+        if first
+            .checked_add(count)
+            .is_none_or(|end| end > u32::MAX as usize)
+        {
+            bail!("too many functions in one store");
+        }
+        let first = first as u32;
+        let mut any_async = false;
+        let self_ptr: *mut StoreOpaque = self;
+        let batch = VMHostFunc::batch(
+            hosts.map(|(host, trampoline)| {
+                debug_assert!(Engine::same(host.ty().engine(), &self.engine));
+                any_async |= host.is_async();
+                (host, trampoline.address as *const u8)
+            }),
+            self_ptr,
+            first,
+        );
+        if any_async {
+            // Wasm may call one at any time, and it must then be on a fiber.
             self.set_async_required();
         }
-        let self_ptr: *mut StoreOpaque = self;
-        let ctx = VMHostFunc::new(host, trampoline.address as *const u8, self_ptr);
-        let func_ref = NonNull::from(&ctx.func_ref);
-        let ty = ctx.func_ref.type_index;
-        let host_ptr: *const VMHostFunc = &*ctx;
-        self.host_funcs.push(ctx);
-        Ok(self.push_func(FuncData {
-            func_ref,
-            ty,
-            kind: FuncKind::Host(host_ptr),
-        }))
+        self.funcs.reserve(batch.len());
+        for ctx in batch.iter() {
+            self.funcs.push(FuncData {
+                func_ref: NonNull::from(&ctx.func_ref),
+                ty: ctx.func_ref.type_index,
+                kind: FuncKind::Host(ctx),
+            });
+        }
+        self.host_funcs.push(batch);
+        Ok(first)
     }
 
     // ----- extern references -----
