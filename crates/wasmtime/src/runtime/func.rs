@@ -378,21 +378,16 @@ pub(crate) struct VMHostFunc {
 impl VMHostFunc {
     /// Contexts for `hosts` (each with the address of its wasm-to-host
     /// trampoline) in one allocation, the `i`th to become function
-    /// `first_index + i` of `store`.
-    ///
-    /// # Panics
-    ///
-    /// If the indices overflow `u32` (the store checks its function count
-    /// first).
+    /// `first_index + i` of `store`, which has checked that those indices
+    /// fit in a `u32`.
     pub(crate) fn batch(
         hosts: impl ExactSizeIterator<Item = (HostFunc, *const u8)>,
         store: *mut StoreOpaque,
         first_index: u32,
     ) -> Box<[VMHostFunc]> {
         let mut batch: Vec<VMHostFunc> = Vec::with_capacity(hosts.len());
-        for (i, (host, wasm_call)) in hosts.enumerate() {
+        for ((host, wasm_call), index) in hosts.zip(first_index..) {
             let type_index = host.ty().index();
-            let index = first_index + u32::try_from(i).expect("checked by the store");
             let slot = batch.spare_capacity_mut()[0].as_mut_ptr();
             // SAFETY: `slot` is the first spare element of the vector (an
             // iterator longer than it claimed would find no spare element
