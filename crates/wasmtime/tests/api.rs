@@ -1,6 +1,9 @@
 //! Calling conventions and API surface: many parameters, multi-value, v128,
 //! dynamic host functions, linker modes, threads.
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::SeqCst;
 use wasmtime::*;
 
 #[test]
@@ -400,5 +403,72 @@ fn host_functions_of_an_instance_pre_keep_their_identity() -> Result<()> {
     assert_eq!(via_table.call(&mut other, (1, 1))?, 9);
     assert_eq!(*other.data(), 1);
     assert_eq!(*store.data(), 3);
+    Ok(())
+}
+
+/// A store keeps the host functions it was given alive after the linker and
+/// the `InstancePre` that gave them are gone, and lets them go when it is
+/// dropped: both for the batch an `InstancePre` makes and for a function
+/// made alone.
+#[test]
+fn host_function_definitions_live_as_long_as_their_stores() -> Result<()> {
+    let engine = Engine::default();
+    let module = Module::new(
+        &engine,
+        r#"(module
+            (import "host" "count" (func $count (result i32)))
+            (export "count" (func $count))
+            (func (export "run") (result i32) call $count))"#,
+    )?;
+    let captured = Arc::new(AtomicUsize::new(0));
+    let mut linker = Linker::<()>::new(&engine);
+    let counter = captured.clone();
+    linker.func_wrap("host", "count", move || {
+        counter.fetch_add(1, SeqCst) as i32 + 1
+    })?;
+    let pre = linker.instantiate_pre(&module)?;
+    // The linker's definition and the prepared batch share one closure.
+    assert_eq!(Arc::strong_count(&captured), 2);
+
+    let mut batch_store = Store::new(&engine, ());
+    let instance = pre.instantiate(&mut batch_store)?;
+    let run = instance.get_typed_func::<(), i32>(&mut batch_store, "run")?;
+    let count = instance
+        .get_func(&mut batch_store, "count")
+        .expect("exported");
+    drop(pre);
+    drop(linker);
+    assert_eq!(Arc::strong_count(&captured), 2, "the store keeps its batch");
+    // Called from Wasm, then from the host.
+    assert_eq!(run.call(&mut batch_store, ())?, 1);
+    assert_eq!(
+        count
+            .typed::<(), i32>(&batch_store)?
+            .call(&mut batch_store, ())?,
+        2
+    );
+
+    let counter = captured.clone();
+    let mut single_store = Store::new(&engine, ());
+    let alone = Func::wrap(&mut single_store, move || {
+        counter.fetch_add(10, SeqCst) as i32
+    });
+    assert_eq!(Arc::strong_count(&captured), 3);
+    assert_eq!(
+        alone
+            .typed::<(), i32>(&single_store)?
+            .call(&mut single_store, ())?,
+        2
+    );
+
+    drop(batch_store);
+    assert_eq!(
+        Arc::strong_count(&captured),
+        2,
+        "a dropped store lets its batch go"
+    );
+    drop(single_store);
+    assert_eq!(Arc::strong_count(&captured), 1);
+    assert_eq!(captured.load(SeqCst), 12);
     Ok(())
 }

@@ -14,6 +14,7 @@
 //! trampoline traps (`HostCallFailed`), so the error surfaces after the
 //! Wasm frames are gone. Called from the host, the closure runs directly.
 
+use crate::engine::HostTrampoline;
 use crate::runtime::fiber;
 use crate::runtime::store::{PendingError, StoreInner, StoreOpaque};
 use crate::{
@@ -232,21 +233,6 @@ impl HostFunc {
         };
         HostFunc::from_raw(ty, Box::new(call), false)
     }
-
-    /// Runs the function from the host.
-    ///
-    /// # Safety
-    ///
-    /// `store` must be the `StoreOpaque` of a `StoreInner<T>` for the `T`
-    /// this function was defined over, with no other live reference, and
-    /// `values` must hold parameters of the function's type.
-    pub(crate) unsafe fn call_from_host(
-        &self,
-        store: *mut StoreOpaque,
-        values: &mut [ValRaw],
-    ) -> Result<()> {
-        (self.0.call)(store, ptr::null_mut(), values)
-    }
 }
 
 /// Runs a dynamically typed host function body over the raw argument and
@@ -372,22 +358,45 @@ pub(crate) struct VMHostFunc {
     /// This function's index in its store's function list, so that a
     /// function reference leads back to its `Func` without a lookup.
     pub(crate) index: u32,
-    pub(crate) host: HostFunc,
+    /// The definition, owned by the [`HostFuncBatch`] that holds this
+    /// context. A pointer rather than a `HostFunc` so that making and
+    /// dropping a batch costs no reference count per function (two atomic
+    /// operations each, a third of a 200-import instantiation).
+    host: NonNull<HostFuncInner>,
+}
+
+/// Host function contexts made together in one allocation (for every host
+/// function an `InstancePre` imports, or for one definition), with the
+/// definitions they run.
+pub(crate) struct HostFuncBatch {
+    contexts: Box<[VMHostFunc]>,
+    /// Owns the `HostFuncInner` each context points at; never read, only
+    /// kept until the contexts are dropped with it.
+    _definitions: Arc<[(HostFunc, HostTrampoline)]>,
+}
+
+impl HostFuncBatch {
+    /// The contexts, in the order of the definitions they were made from.
+    pub(crate) fn contexts(&self) -> &[VMHostFunc] {
+        &self.contexts
+    }
 }
 
 impl VMHostFunc {
-    /// Contexts for `hosts` (each with the address of its wasm-to-host
-    /// trampoline) in one allocation, the `i`th to become function
-    /// `first_index + i` of `store`, which has checked that those indices
-    /// fit in a `u32`.
+    /// A context for each of `definitions` (run through the paired
+    /// wasm-to-host trampoline) in one allocation, the `i`th to become
+    /// function `first_index + i` of `store`, which has checked that those
+    /// indices fit in a `u32`. The batch keeps `definitions` (one reference
+    /// count for all of them).
     pub(crate) fn batch(
-        hosts: impl ExactSizeIterator<Item = (HostFunc, *const u8)>,
+        definitions: Arc<[(HostFunc, HostTrampoline)]>,
         store: *mut StoreOpaque,
         first_index: u32,
-    ) -> Box<[VMHostFunc]> {
-        let mut batch: Vec<VMHostFunc> = Vec::with_capacity(hosts.len());
-        for ((host, wasm_call), index) in hosts.zip(first_index..) {
+    ) -> HostFuncBatch {
+        let mut batch: Vec<VMHostFunc> = Vec::with_capacity(definitions.len());
+        for ((host, trampoline), index) in definitions.iter().zip(first_index..) {
             let type_index = host.ty().index();
+            let wasm_call = trampoline.address as *const u8;
             let slot = batch.spare_capacity_mut()[0].as_mut_ptr();
             // SAFETY: `slot` is the first spare element of the vector (an
             // iterator longer than it claimed would find no spare element
@@ -412,17 +421,42 @@ impl VMHostFunc {
                 });
                 (&raw mut (*slot).store).write(store);
                 (&raw mut (*slot).index).write(index);
-                (&raw mut (*slot).host).write(host);
+                (&raw mut (*slot).host).write(NonNull::from(&*host.0));
                 batch.set_len(batch.len() + 1);
             }
         }
-        let mut batch = batch.into_boxed_slice();
+        let mut contexts = batch.into_boxed_slice();
         // The contexts have their final addresses only now: a boxed slice
         // never moves its elements, so each may point at itself.
-        for ctx in batch.iter_mut() {
+        for ctx in contexts.iter_mut() {
             ctx.func_ref.vmctx = (&raw mut *ctx).cast::<u8>();
         }
-        batch
+        HostFuncBatch {
+            contexts,
+            _definitions: definitions,
+        }
+    }
+
+    /// The identity of this context's definition ([`HostFunc::key`]).
+    pub(crate) fn definition_key(&self) -> usize {
+        self.host.as_ptr() as usize
+    }
+
+    /// The definition `ctx` runs, borrowed for as long as the caller
+    /// chooses rather than for a borrow of the store that owns it, so that
+    /// the store can be lent to the call.
+    ///
+    /// # Safety
+    ///
+    /// `ctx` must be a context of a store that outlives `'a`: its batch,
+    /// and with it the definition, lives until the store is dropped.
+    unsafe fn definition<'a>(ctx: *const VMHostFunc) -> &'a HostFuncInner {
+        // SAFETY: `ctx` is a live context (the caller's guarantee, for
+        // `'a`), and its `host` points into the `Arc` of a `HostFunc` in
+        // the same batch's `_definitions`, which is dropped only with the
+        // batch, i.e. with the store; nothing mutates a `HostFuncInner`
+        // after its `Arc` is made, so a shared reference is sound.
+        unsafe { (*ctx).host.as_ref() }
     }
 }
 
@@ -439,14 +473,20 @@ unsafe extern "C" fn host_array_call(
     values: *mut ValRaw,
     len: usize,
 ) -> bool {
-    // SAFETY: per the contract, the callee context is a `VMHostFunc`.
+    // SAFETY: compiled code calls this entry only through a host
+    // function's `VMFuncRef` (`array_call` is set only in `batch`), passing
+    // that reference's `vmctx`, which `batch` pointed at the context itself;
+    // contexts live as long as their store, which is running this call.
     let ctx = unsafe { &*callee_vmctx.cast::<VMHostFunc>() };
     debug_assert_eq!(ctx.header.magic, VM_HOST_FUNC_MAGIC);
     let store = ctx.store;
+    // SAFETY: `ctx` is a context of `store` (above), which outlives this
+    // call.
+    let host = unsafe { VMHostFunc::definition(ctx) };
     // SAFETY: the trampoline's value array has `len` slots.
     let values = unsafe { std::slice::from_raw_parts_mut(values, len) };
     let result = catch_unwind(AssertUnwindSafe(|| {
-        (ctx.host.0.call)(store, caller_vmctx, values)
+        (host.call)(store, caller_vmctx, values)
     }));
     let pending = match result {
         Ok(Ok(())) => return true,
@@ -887,12 +927,14 @@ pub(crate) unsafe fn call_raw(
             unsafe { store.call_wasm_raw(func_ref, trampoline, values.as_mut_ptr()) }
         }
         FuncKind::Host(ctx) => {
-            // SAFETY: host contexts of a store live as long as the store.
-            let host = unsafe { (*ctx).host.clone() };
-            // SAFETY: the store is the one the host function was
-            // materialized in, hence of the right `T`; `values` per the
-            // contract.
-            unsafe { host.call_from_host(store, values) }
+            // SAFETY: `ctx` is a context of `store` (looked up in it just
+            // above), and `store` outlives this call.
+            let host = unsafe { VMHostFunc::definition(ctx) };
+            // The store passed is the one the host function was
+            // materialized in, hence over the `T` its closure expects, and
+            // the caller guarantees that `values` holds well-typed
+            // parameters with room for the results; no caller instance.
+            (host.call)(store, ptr::null_mut(), values)
         }
     }
 }

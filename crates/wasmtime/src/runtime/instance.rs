@@ -1011,8 +1011,9 @@ struct PreparedHostFuncs {
     /// For each definition, its position in `funcs` if it is a host
     /// function.
     slots: Box<[Option<u32>]>,
-    /// The distinct host functions, each with its wasm-to-host trampoline.
-    funcs: Box<[(HostFunc, HostTrampoline)]>,
+    /// The distinct host functions, each with its wasm-to-host trampoline
+    /// (shared with the batch of contexts each instantiation makes).
+    funcs: Arc<[(HostFunc, HostTrampoline)]>,
     /// The distinct mappings holding those trampolines.
     code: Box<[Arc<vm::CodeMemory>]>,
 }
@@ -1025,7 +1026,7 @@ impl PreparedHostFuncs {
     fn new(engine: &Engine, items: &[Definition]) -> PreparedHostFuncs {
         let none = || PreparedHostFuncs {
             slots: vec![None; items.len()].into_boxed_slice(),
-            funcs: Box::new([]),
+            funcs: Arc::new([]),
             code: Box::new([]),
         };
         let mut slots = Vec::with_capacity(items.len());
@@ -1061,7 +1062,7 @@ impl PreparedHostFuncs {
         }
         PreparedHostFuncs {
             slots: slots.into_boxed_slice(),
-            funcs: funcs.into_boxed_slice(),
+            funcs: funcs.into(),
             code: code.into_boxed_slice(),
         }
     }
@@ -1151,7 +1152,7 @@ impl<T: 'static> InstancePre<T> {
             for code in &host.code {
                 opaque.register_code(code);
             }
-            Some(opaque.push_host_funcs(host.funcs.iter().map(|(f, t)| (f.clone(), t)))?)
+            Some(opaque.push_host_funcs(host.funcs.clone())?)
         } else {
             None
         };

@@ -25,7 +25,7 @@
 
 use crate::engine::HostTrampoline;
 use crate::runtime::fiber::{self, AsyncState};
-use crate::runtime::func::{FuncData, FuncKind, HostFunc, VMHostFunc};
+use crate::runtime::func::{FuncData, FuncKind, HostFunc, HostFuncBatch, VMHostFunc};
 use crate::runtime::mmu::{MmuInterruptDecision, MmuInterrupter};
 use crate::runtime::trap::{FrameInfo, WasmBacktrace};
 use crate::runtime::vm::mmu_interrupt::MmuInterruptState;
@@ -370,7 +370,7 @@ pub struct StoreOpaque {
     func_by_ref: FxHashMap<usize, u32>,
     /// Host function contexts, made in batches (one per instantiation
     /// through an `InstancePre`, one for each other host function).
-    pub(crate) host_funcs: Vec<Box<[VMHostFunc]>>,
+    pub(crate) host_funcs: Vec<HostFuncBatch>,
     /// The store function made for each linker definition
     /// ([`HostFunc::key`]), so that materializing a definition twice
     /// gives the same function. Filled lazily: it covers the first
@@ -1649,9 +1649,9 @@ impl StoreOpaque {
         let key = host.key();
         if self.host_funcs_cached < self.host_funcs.len() {
             for batch in &self.host_funcs[self.host_funcs_cached..] {
-                for ctx in batch.iter() {
+                for ctx in batch.contexts() {
                     self.host_func_cache
-                        .entry(ctx.host.key())
+                        .entry(ctx.definition_key())
                         .or_insert(ctx.index);
                 }
             }
@@ -1681,22 +1681,22 @@ impl StoreOpaque {
         }
         let trampoline = self.engine.host_trampoline(host.ty().index())?;
         self.register_code(&trampoline.code);
-        let index = self.push_host_funcs(std::iter::once((host, &trampoline)))?;
+        let index = self.push_host_funcs(Arc::from([(host, trampoline)]))?;
         Ok(Func {
             store: self.id,
             index,
         })
     }
 
-    /// Creates a function in this store for each of `hosts`, whose
+    /// Creates a function in this store for each of `definitions`, whose
     /// wasm-to-host trampolines the caller has registered, all in one
     /// allocation; returns the first one's index (the others follow).
     /// Each definition must belong to this store's engine.
-    pub(crate) fn push_host_funcs<'t>(
+    pub(crate) fn push_host_funcs(
         &mut self,
-        hosts: impl ExactSizeIterator<Item = (HostFunc, &'t HostTrampoline)>,
+        definitions: Arc<[(HostFunc, HostTrampoline)]>,
     ) -> Result<u32> {
-        let count = hosts.len();
+        let count = definitions.len();
         let first = self.funcs.len();
         if first
             .checked_add(count)
@@ -1705,23 +1705,18 @@ impl StoreOpaque {
             bail!("too many functions in one store");
         }
         let first = first as u32;
-        let mut any_async = false;
+        let any_async = definitions.iter().any(|(host, _)| {
+            debug_assert!(Engine::same(host.ty().engine(), &self.engine));
+            host.is_async()
+        });
         let self_ptr: *mut StoreOpaque = self;
-        let batch = VMHostFunc::batch(
-            hosts.map(|(host, trampoline)| {
-                debug_assert!(Engine::same(host.ty().engine(), &self.engine));
-                any_async |= host.is_async();
-                (host, trampoline.address as *const u8)
-            }),
-            self_ptr,
-            first,
-        );
+        let batch = VMHostFunc::batch(definitions, self_ptr, first);
         if any_async {
             // Wasm may call one at any time, and it must then be on a fiber.
             self.set_async_required();
         }
-        self.funcs.reserve(batch.len());
-        for ctx in batch.iter() {
+        self.funcs.reserve(batch.contexts().len());
+        for ctx in batch.contexts() {
             self.funcs.push(FuncData {
                 func_ref: NonNull::from(&ctx.func_ref),
                 ty: ctx.func_ref.type_index,
