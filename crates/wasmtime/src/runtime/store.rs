@@ -1705,10 +1705,12 @@ impl StoreOpaque {
             bail!("too many functions in one store");
         }
         let first = first as u32;
-        let any_async = definitions.iter().any(|(host, _)| {
-            debug_assert!(Engine::same(host.ty().engine(), &self.engine));
-            host.is_async()
-        });
+        debug_assert!(
+            definitions
+                .iter()
+                .all(|(host, _)| Engine::same(host.ty().engine(), &self.engine))
+        );
+        let any_async = definitions.iter().any(|(host, _)| host.is_async());
         let self_ptr: *mut StoreOpaque = self;
         let batch = VMHostFunc::batch(definitions, self_ptr, first);
         if any_async {
