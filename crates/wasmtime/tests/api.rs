@@ -172,6 +172,68 @@ fn dynamic_host_functions() -> Result<()> {
     Ok(())
 }
 
+/// A host function of the wrong type, or where something else is imported,
+/// is reported by `Linker::instantiate_pre`, before any store is involved,
+/// with the import's name; the same mismatch through `Instance::new` gives
+/// the same message.
+#[test]
+fn host_function_types_are_checked_when_an_instance_pre_is_made() -> Result<()> {
+    let engine = Engine::default();
+    let module = Module::new(
+        &engine,
+        r#"(module
+            (import "env" "add" (func (param i32 i32) (result i32)))
+            (import "env" "mem" (memory 1)))"#,
+    )?;
+    let mut linker = Linker::<()>::new(&engine);
+    linker.func_wrap("env", "add", |a: i32| a)?;
+    linker.func_wrap("env", "mem", || {})?;
+    let err = linker.instantiate_pre(&module).map(|_| ()).unwrap_err();
+    let message = format!("{err:#}");
+    assert!(
+        message.contains("incompatible import type for `env::add`")
+            && message.contains(
+                "types incompatible: expected type `(func (param i32 i32) (result i32))`"
+            ),
+        "{message}"
+    );
+
+    let mut store = Store::new(&engine, ());
+    let wrong = Func::wrap(&mut store, |a: i32| a);
+    let memory = Memory::new(&mut store, MemoryType::new(1, None))?;
+    let err = Instance::new(&mut store, &module, &[wrong.into(), memory.into()]).unwrap_err();
+    let from_store = format!("{err:#}");
+    assert_eq!(message, from_store);
+
+    // With `add` right, the host function standing for the memory is next.
+    let mut linker = Linker::<()>::new(&engine);
+    linker.func_wrap("env", "add", |a: i32, b: i32| a + b)?;
+    linker.func_wrap("env", "mem", || {})?;
+    let err = linker.instantiate_pre(&module).map(|_| ()).unwrap_err();
+    assert_eq!(
+        format!("{err:#}"),
+        "incompatible import type for `env::mem`: expected memory, but found function"
+    );
+
+    // A memory defined in the linker is checked when a store is known.
+    let mut linker = Linker::<()>::new(&engine);
+    linker.func_wrap("env", "add", |a: i32, b: i32| a + b)?;
+    let small = Memory::new(&mut store, MemoryType::new(0, None))?;
+    linker.define(&store, "env", "mem", small)?;
+    let pre = linker.instantiate_pre(&module)?;
+    let err = pre.instantiate(&mut store).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("incompatible import type for `env::mem`"),
+        "{err:#}"
+    );
+    let memory_ok = Memory::new(&mut store, MemoryType::new(1, None))?;
+    linker.allow_shadowing(true);
+    linker.define(&store, "env", "mem", memory_ok)?;
+    let pre = linker.instantiate_pre(&module)?;
+    pre.instantiate(&mut store)?;
+    Ok(())
+}
+
 #[test]
 fn linker_modes() -> Result<()> {
     let engine = Engine::default();

@@ -106,9 +106,12 @@ impl Extern {
         }
     }
 
+    /// What [`Extern::desc`] calls a function.
+    pub(crate) const FUNC_DESC: &'static str = "function";
+
     pub(crate) fn desc(&self) -> &'static str {
         match self {
-            Extern::Func(_) => "function",
+            Extern::Func(_) => Extern::FUNC_DESC,
             Extern::Global(_) => "global",
             Extern::Table(_) => "table",
             Extern::Memory(_) => "memory",

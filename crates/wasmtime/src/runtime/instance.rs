@@ -418,6 +418,18 @@ fn export_extern(store: &mut StoreOpaque, instance: u32, index: EntityIndex) -> 
 
 /// Checks that `imports` satisfy `module`'s imports in `store`.
 fn typecheck_imports(store: &StoreOpaque, module: &Module, imports: &[Extern]) -> Result<()> {
+    typecheck_imports_except(store, module, imports, |_| false)
+}
+
+/// [`typecheck_imports`] for the imports `checked` does not say were
+/// checked already (an `InstancePre`'s host functions, made in this store
+/// from the definitions checked when it was created).
+fn typecheck_imports_except(
+    store: &StoreOpaque,
+    module: &Module,
+    imports: &[Extern],
+    checked: impl Fn(usize) -> bool,
+) -> Result<()> {
     if !Engine::same(store.engine(), module.engine()) {
         bail!("cross-`Engine` instantiation is not currently supported");
     }
@@ -429,28 +441,85 @@ fn typecheck_imports(store: &StoreOpaque, module: &Module, imports: &[Extern]) -
             imports.len()
         );
     }
-    for (import, actual) in info.imports.iter().zip(imports) {
+    for (i, (import, actual)) in info.imports.iter().zip(imports).enumerate() {
+        if checked(i) {
+            continue;
+        }
         if !actual.comes_from_same_store(store) {
             bail!("cross-`Store` instantiation is not currently supported");
         }
-        typecheck_import(store, module, &import.ty, actual).with_context(|| {
-            format!(
-                "incompatible import type for `{}::{}`",
-                import.module, import.field
-            )
-        })?;
+        typecheck_import(store, module, &import.ty, actual)
+            .with_context(|| import_context(&import.module, &import.field))?;
     }
     Ok(())
 }
 
+/// The context of every link error about one import.
+fn import_context(module: &str, field: &str) -> String {
+    format!("incompatible import type for `{module}::{field}`")
+}
+
 /// The text of engine type `index` for a link error.
-fn type_name(store: &StoreOpaque, index: VMSharedTypeIndex) -> String {
-    store
-        .engine()
+fn type_name(engine: &Engine, index: VMSharedTypeIndex) -> String {
+    engine
         .signatures()
         .get(index)
         .map(|t| t.to_string())
         .unwrap_or_else(|| "<unknown>".to_string())
+}
+
+/// Checks that a function of engine type `actual` can satisfy an import
+/// of engine type `expected` (the same type: function imports do not
+/// match subtypes here).
+fn typecheck_func(
+    engine: &Engine,
+    expected: VMSharedTypeIndex,
+    actual: VMSharedTypeIndex,
+) -> Result<()> {
+    if actual != expected {
+        bail!(
+            "types incompatible: expected type `{}`, found type `{}`",
+            type_name(engine, expected),
+            type_name(engine, actual)
+        );
+    }
+    Ok(())
+}
+
+/// The error for an item of kind `found` where `expected` is imported.
+fn kind_mismatch(expected: &EntityType, found: &str) -> anyhow::Error {
+    let wanted = match expected {
+        EntityType::Function(_) => "func",
+        EntityType::Tag(_) => "tag",
+        EntityType::Global(_) => "global",
+        EntityType::Table(_) => "table",
+        EntityType::Memory(_) => "memory",
+    };
+    anyhow!("expected {wanted}, but found {found}")
+}
+
+/// Checks a linker's host-function definitions against the module's
+/// imports when an [`InstancePre`] is made, so that a mismatch is
+/// reported there (as upstream does) rather than at each instantiation,
+/// with the same rule and message as a function checked in a store.
+fn typecheck_host_func_definitions(module: &Module, items: &[Definition]) -> Result<()> {
+    let engine = module.engine();
+    for (import, item) in module.info().imports.iter().zip(items) {
+        let Definition::HostFunc(host) = item else {
+            continue;
+        };
+        if !Engine::same(host.ty().engine(), engine) {
+            bail!("cross-`Engine` instantiation is not currently supported");
+        }
+        let checked = match import.ty {
+            EntityType::Function(ty) => {
+                typecheck_func(engine, module.type_id(ty), host.ty().index())
+            }
+            ref other => Err(kind_mismatch(other, Extern::FUNC_DESC)),
+        };
+        checked.with_context(|| import_context(&import.module, &import.field))?;
+    }
+    Ok(())
 }
 
 /// Checks that `actual` can satisfy an import of type `expected`.
@@ -464,14 +533,7 @@ pub(crate) fn typecheck_import(
     match (expected, actual) {
         (EntityType::Function(ty), Extern::Func(f)) => {
             let data = store.func_data(f)?;
-            let expected = module.type_id(*ty);
-            if data.ty != expected {
-                bail!(
-                    "types incompatible: expected type `{}`, found type `{}`",
-                    type_name(store, expected),
-                    type_name(store, data.ty)
-                );
-            }
+            typecheck_func(store.engine(), module.type_id(*ty), data.ty)?;
         }
         (EntityType::Global(expected), Extern::Global(g)) => {
             match_global(expected, &store.globals[g.index as usize].ty)?;
@@ -502,16 +564,12 @@ pub(crate) fn typecheck_import(
             if actual != expected {
                 bail!(
                     "types incompatible: expected tag of type `{}`, found tag of type `{}`",
-                    type_name(store, expected),
-                    type_name(store, actual)
+                    type_name(store.engine(), expected),
+                    type_name(store.engine(), actual)
                 );
             }
         }
-        (EntityType::Function(_), _) => bail!("expected func, but found {desc}"),
-        (EntityType::Tag(_), _) => bail!("expected tag, but found {desc}"),
-        (EntityType::Global(_), _) => bail!("expected global, but found {desc}"),
-        (EntityType::Table(_), _) => bail!("expected table, but found {desc}"),
-        (EntityType::Memory(_), _) => bail!("expected memory, but found {desc}"),
+        (expected, _) => return Err(kind_mismatch(expected, desc)),
     }
     Ok(())
 }
@@ -989,10 +1047,10 @@ fn capture_pristine(
 /// A module together with the linker definitions for its imports, found
 /// by name once so that it can be instantiated many times.
 ///
-/// Created by [`Linker::instantiate_pre`](crate::Linker::instantiate_pre).
-/// The definitions' types are checked against the imports at each
-/// instantiation (a definition that belongs to a store, unlike a host
-/// function, can only be used in that store).
+/// Created by [`Linker::instantiate_pre`](crate::Linker::instantiate_pre),
+/// which checks the host functions' types against the imports; the
+/// definitions that belong to a store (which can only be used in that
+/// store) are checked at each instantiation.
 pub struct InstancePre<T> {
     module: Module,
     items: Vec<Definition>,
@@ -1088,13 +1146,21 @@ impl<T> fmt::Debug for InstancePre<T> {
 }
 
 impl<T: 'static> InstancePre<T> {
-    pub(crate) fn new(module: &Module, items: Vec<Definition>) -> InstancePre<T> {
-        InstancePre {
+    /// Prepares `items`, the definitions resolved for `module`'s imports
+    /// in order, of `module`'s engine.
+    ///
+    /// # Errors
+    ///
+    /// Fails if a host function among `items` does not have its import's
+    /// type, or its import is not a function.
+    pub(crate) fn new(module: &Module, items: Vec<Definition>) -> Result<InstancePre<T>> {
+        typecheck_host_func_definitions(module, &items)?;
+        Ok(InstancePre {
             host: Arc::new(PreparedHostFuncs::new(module.engine(), &items)),
             module: module.clone(),
             items,
             _marker: PhantomData,
-        }
+        })
     }
 
     /// The module this value instantiates.
@@ -1166,7 +1232,11 @@ impl<T: 'static> InstancePre<T> {
                 _ => def.to_extern(opaque)?,
             });
         }
-        typecheck_imports(opaque, &self.module, &imports)?;
+        // The batch's functions were made from definitions checked in `new`.
+        let batch_made = first_host_func.is_some();
+        typecheck_imports_except(opaque, &self.module, &imports, |i| {
+            batch_made && host.slots[i].is_some()
+        })?;
         Ok(imports)
     }
 }

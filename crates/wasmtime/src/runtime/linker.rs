@@ -626,20 +626,24 @@ impl<T> Linker<T> {
     /// [`InstancePre`] that instantiates it in any store of this engine
     /// without looking names up again.
     ///
-    /// Only names and the engine are checked here; types are compared at
-    /// each instantiation. Later changes to the linker do not affect the
-    /// returned value.
+    /// Names, the engine and the types of host functions are checked
+    /// here; an item that belongs to a store (a memory, a table, a global,
+    /// a function of an instance) is checked at each instantiation, where
+    /// the store and the item's current size are known. Later changes to
+    /// the linker do not affect the returned value.
     ///
     /// # Errors
     ///
     /// Fails if an import is not defined in this linker (with an
-    /// [`UnknownImportError`]), or if `module` belongs to another engine.
+    /// [`UnknownImportError`]), if a host function defined for an import
+    /// does not have the import's type (or the import is not a function),
+    /// or if `module` belongs to another engine.
     pub fn instantiate_pre(&self, module: &Module) -> Result<InstancePre<T>>
     where
         T: 'static,
     {
         let items = self.resolve(module)?;
-        Ok(InstancePre::new(module, items))
+        InstancePre::new(module, items)
     }
 
     /// Every definition, as `(module, name, extern)`, in no particular
