@@ -1077,10 +1077,10 @@ struct PreparedHostFuncs {
 }
 
 impl PreparedHostFuncs {
-    /// Prepares the host functions among `items` for `engine`; gives up
-    /// (an empty value, which makes every instantiation take the general
-    /// path and report what is wrong there) if one belongs to another
-    /// engine or its trampoline cannot be made.
+    /// Prepares the host functions among `items`, which
+    /// `typecheck_host_func_definitions` has found to be of `engine`; gives
+    /// up (an empty value, which makes every instantiation take the general
+    /// path and report what is wrong there) if a trampoline cannot be made.
     fn new(engine: &Engine, items: &[Definition]) -> PreparedHostFuncs {
         let none = || PreparedHostFuncs {
             slots: vec![None; items.len()].into_boxed_slice(),
@@ -1096,9 +1096,6 @@ impl PreparedHostFuncs {
                 slots.push(None);
                 continue;
             };
-            if !Engine::same(host.ty().engine(), engine) {
-                return none();
-            }
             let slot = match position.get(&host.key()) {
                 Some(&slot) => slot,
                 None => {
@@ -1233,9 +1230,8 @@ impl<T: 'static> InstancePre<T> {
             });
         }
         // The batch's functions were made from definitions checked in `new`.
-        let batch_made = first_host_func.is_some();
         typecheck_imports_except(opaque, &self.module, &imports, |i| {
-            batch_made && host.slots[i].is_some()
+            first_host_func.is_some() && host.slots[i].is_some()
         })?;
         Ok(imports)
     }

@@ -1605,13 +1605,17 @@ impl StoreOpaque {
     /// function-reference value produced by this store's code or tables).
     pub(crate) unsafe fn func_from_raw(&mut self, ptr: usize) -> Option<Func> {
         let func_ref = NonNull::new(ptr as *mut VMFuncRef)?;
-        // SAFETY: per the contract, the pointer is a live `VMFuncRef`.
+        // SAFETY: the caller guarantees that a non-null `ptr` is a live
+        // `VMFuncRef` of this store (this function's `# Safety`), and null
+        // returned above.
         let fr = unsafe { func_ref.as_ref() };
         if fr.array_call.is_some() {
             // Only host functions have an array-call entry; their `vmctx`
             // is their context in this store (an instance's import slot
             // copies the whole `VMFuncRef`, so a slot leads there too).
-            // SAFETY: a live host function context of this store.
+            // SAFETY: `array_call` is set only by `VMHostFunc::batch`, which
+            // points `vmctx` at the context itself, and a store's contexts
+            // live in its batches until the store is dropped.
             let ctx = unsafe { &*fr.vmctx.cast::<VMHostFunc>() };
             return Some(Func {
                 store: self.id,
