@@ -122,7 +122,9 @@ fn round_trip_behaves_like_the_original() {
     assert!(want.iter().any(|l| l.contains("boom")), "{want:?}");
 
     let bytes = module.serialize().unwrap();
-    // SAFETY: written just above by this engine.
+    // SAFETY: `bytes` is `module.serialize()` of this engine a few lines
+    // above, held in memory and never written out, so it is an unaltered
+    // artifact of this runtime.
     let loaded = unsafe { Module::deserialize(&engine, &bytes) }.unwrap();
     assert_eq!(behaviour(&engine, &loaded), want);
     // Serializing a loaded module gives the same artifact.
@@ -131,7 +133,8 @@ fn round_trip_behaves_like_the_original() {
 
     // Another engine with the same settings loads it too.
     let other = Engine::default();
-    // SAFETY: as above.
+    // SAFETY: `bytes` is the same in-memory artifact, made by this process,
+    // and `other` has the default configuration of the engine that made it.
     let in_other = unsafe { Module::deserialize(&other, &bytes) }.unwrap();
     assert_eq!(behaviour(&other, &in_other), want);
 }
@@ -147,7 +150,10 @@ fn deserialize_file_maps_in_place_and_survives_unlink() {
         engine.detect_precompiled_file(&path).unwrap(),
         Some(Precompiled::Module)
     );
-    // SAFETY: the file is ours and is only unlinked, never rewritten.
+    // SAFETY: the file holds this engine's `precompile_module` output,
+    // written just above into this test's own temporary directory; nothing
+    // writes or truncates it afterwards (it is only unlinked, which leaves
+    // the mapping's pages in place).
     let module = unsafe { Module::deserialize_file(&engine, &path) }.unwrap();
     std::fs::remove_file(&path).unwrap();
     let original = Module::new(&engine, MODULE).unwrap();
@@ -155,6 +161,8 @@ fn deserialize_file_maps_in_place_and_survives_unlink() {
     // The module keeps its skeleton where the file is mapped instead of
     // copying it; serializing reads it from there, after the unlink too.
     assert_eq!(module.serialize().unwrap(), bytes);
+    // SAFETY: the file was removed above, so opening it fails before
+    // anything is mapped.
     let missing = unsafe { Module::deserialize_file(&engine, &path) }.unwrap_err();
     assert!(format!("{missing:#}").contains("m.cwasm"), "{missing:#}");
 }
@@ -168,28 +176,41 @@ fn detection_and_wrong_inputs() {
     assert_eq!(engine.detect_precompiled(&wasm), None);
 
     let err = |r: Result<Module>| format!("{:#}", r.unwrap_err());
-    // SAFETY (all below): the inputs are refused before any code is used.
+    // Every input below is this test's own bytes (a Wasm binary, an ELF
+    // header, or an artifact this engine made above, cut short or with a
+    // bit flipped), and `err` panics on a load that succeeds without
+    // instantiating it, so no unvetted machine code can run.
+    // SAFETY: a plain Wasm binary of this test, refused as not an artifact
+    // before anything is mapped.
     let e = err(unsafe { Module::deserialize(&engine, &wasm) });
     assert!(e.contains("is a WebAssembly binary"), "{e}");
     let e = err(Module::new(&engine, &bytes));
     assert!(e.contains("Module::deserialize"), "{e}");
     let e = format!("{:#}", engine.precompile_module(&bytes).unwrap_err());
     assert!(e.contains("Module::deserialize"), "{e}");
+    // SAFETY: half of an artifact this engine made in memory above; `err`
+    // would panic on a successful load without running anything.
     let e = err(unsafe { Module::deserialize(&engine, &bytes[..bytes.len() / 2]) });
     assert!(e.contains("truncated"), "{e}");
+    // SAFETY: ten bytes of that in-memory artifact; nothing loaded runs.
     let e = err(unsafe { Module::deserialize(&engine, &bytes[..10]) });
     assert!(e.contains("truncated"), "{e}");
     for at in [70, bytes.len() / 2, bytes.len() - 1] {
         let mut bad = bytes.clone();
         bad[at] ^= 0x40;
+        // SAFETY: the in-memory artifact with one bit flipped by this test,
+        // which the checksum must catch; nothing loaded is ever run.
         let e = err(unsafe { Module::deserialize(&engine, &bad) });
         assert!(e.contains("corrupted"), "flip at {at}: {e}");
     }
+    // SAFETY: a bare ELF header, too short to hold any code.
     let e = err(unsafe { Module::deserialize(&engine, b"\x7fELF\x02\x01\x01\x00") });
     assert!(e.contains("ELF"), "{e}");
     let dir = tempfile::tempdir().unwrap();
     let empty = dir.path().join("empty.cwasm");
     std::fs::write(&empty, b"").unwrap();
+    // SAFETY: an empty file this test just wrote in its own directory:
+    // there is nothing to map, let alone run.
     let e = err(unsafe { Module::deserialize_file(&engine, &empty) });
     assert!(e.contains("empty"), "{e}");
 }
@@ -206,7 +227,9 @@ fn mismatch(compile: impl Fn(&mut Config), load: impl Fn(&mut Config)) -> String
     let mut l = Config::new();
     load(&mut l);
     let engine = Engine::new(&l).unwrap();
-    // SAFETY: refused before any code is used (checked by the callers).
+    // SAFETY: `bytes` was made just above, in memory, by an engine of this
+    // build that differs only in configuration; a module that does load is
+    // dropped at once without being instantiated, so none of its code runs.
     match unsafe { Module::deserialize(&engine, &bytes) } {
         Ok(_) => "loaded".to_string(),
         Err(e) => format!("{e:#}"),
@@ -345,7 +368,9 @@ fn cpu_features_may_be_fewer_never_more() {
             .precompile_module(MODULE.as_bytes())
             .unwrap();
         let engine = Engine::default();
-        // SAFETY: just compiled by a compatible engine of this build.
+        // SAFETY: `bytes` was compiled just above, in memory, by an engine
+        // of this build for this host with SSE4.1 switched off, which the
+        // default engine accepts (checked above), so the code is trusted.
         let module = unsafe { Module::deserialize(&engine, &bytes) }.unwrap();
         let (mut store, instance) = instantiate(&engine, &module);
         let floor = instance
@@ -487,7 +512,8 @@ fn cross_compiled_artifacts_are_written_not_run() {
         Err(e) => format!("{e:#}"),
     };
     assert!(e.contains("cannot compile a component to run"), "{e}");
-    // SAFETY: as above.
+    // SAFETY: `component` was made above by `aarch64` in this process; an
+    // engine for another target refuses to load anything to run here.
     let e = match unsafe { component::Component::deserialize(&aarch64, &component) } {
         Ok(_) => panic!("refused"),
         Err(e) => format!("{e:#}"),
@@ -501,7 +527,8 @@ fn cross_compiled_artifacts_are_written_not_run() {
         e.contains("compiled for target `aarch64-unknown-linux-gnu`"),
         "{e}"
     );
-    // SAFETY: as above.
+    // SAFETY: `component` was made above by `aarch64` in this process and
+    // is refused by its recorded target before any module is mapped.
     let e = match unsafe { component::Component::deserialize(&host, &component) } {
         Ok(_) => panic!("refused"),
         Err(e) => format!("{e:#}"),

@@ -988,7 +988,9 @@ fn every_kind_of_write_is_undone() {
             ("a write through data_ptr taken before the last reset", {
                 Box::new(move |s| {
                     let ptr = memory.data_ptr(&*s);
-                    // SAFETY: as above.
+                    // SAFETY: `ptr` is the base read from `s` on the line
+                    // above, with nothing run since; 15 * 4096 lies inside
+                    // the 4-page memory, and no Wasm runs during the write.
                     unsafe { *ptr.add(15 * 4096) = 2 }
                 })
             }),

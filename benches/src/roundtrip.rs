@@ -451,10 +451,12 @@ fn probe_same_thread(events: usize, arming: Arming, arm: bool) -> Result<(Vec<u6
 fn probe_cross_thread(events: usize, arming: Arming, seed: u64) -> Result<(Vec<u64>, Vec<u64>)> {
     let mut latency = vec![0_u64; events];
     let mut resumed = vec![0_u64; events];
-    // SAFETY: as in `probe_same_thread`: both buffers hold `events` values,
-    // and while the probe's handler is installed nothing else in the
-    // program runs WebAssembly; the probe joins its arming thread before
-    // it returns.
+    // SAFETY: both buffers hold `events` values, the most the probe writes
+    // (one latency and one resume time per event). It swaps the SIGSEGV
+    // handler for its own and puts wasmtime's back before it returns; no
+    // other thread of this program runs WebAssembly meanwhile (series run
+    // one at a time on this thread, their arming threads joined), and the
+    // probe joins its own arming thread before it returns.
     let rc = unsafe {
         mmu_probe_cross_thread(
             events,

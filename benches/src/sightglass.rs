@@ -110,7 +110,8 @@ pub fn thread_cpu() -> Duration {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is a valid `timespec` to write to.
+    // SAFETY: `&mut ts` is a live, aligned `timespec` on this frame, which
+    // the call only fills and keeps no pointer to.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
@@ -118,9 +119,11 @@ pub fn thread_cpu() -> Duration {
 
 /// Minor page faults of the calling thread so far.
 pub fn thread_faults() -> u64 {
-    // SAFETY: `usage` is a valid `rusage` to write to.
+    // SAFETY: `rusage` is a C struct of integers and `timeval`s, for which
+    // all-zero bytes are a valid value.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
+    // SAFETY: `&mut usage` is a live, aligned `rusage` on this frame, which
+    // the call only fills and keeps no pointer to.
     let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
     assert_eq!(rc, 0, "getrusage(RUSAGE_THREAD) failed");
     usage.ru_minflt as u64

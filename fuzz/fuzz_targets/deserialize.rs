@@ -48,9 +48,11 @@ fuzz_target!(|data: &[u8]| {
         stats::bump("from_file");
         load_from_file(&engine, &artifact)
     } else {
-        // SAFETY: the code in the artifact is never run: a loaded module
-        // is only inspected and dropped. What is checked is that loading
-        // itself never trusts the damaged envelope.
+        // SAFETY: the bytes are deliberately damaged, which the `# Safety`
+        // of `deserialize` forbids only because loaded machine code runs
+        // unchecked; here a loaded module is never instantiated, only its
+        // exports are read before it drops, so no artifact code runs.
+        // Loading itself must withstand any bytes: that is what is tested.
         unsafe { wasmtime::Module::deserialize(&engine, &artifact) }
     };
     match loaded {
@@ -89,9 +91,10 @@ fn load_from_file(
         std::process::id()
     ));
     std::fs::write(&path, artifact).expect("the scratch file is writable");
-    // SAFETY: as for `Module::deserialize` above, nothing loaded is run;
-    // and the file is rewritten only by the next input, after the module
-    // loaded from it has been dropped.
+    // SAFETY: the damaged code is never run (the module is only inspected,
+    // then dropped), and loading must withstand any bytes. The file is this
+    // process's own (named by its id); libFuzzer runs one input at a time,
+    // so it is rewritten only by the next input, after this module drops.
     unsafe { wasmtime::Module::deserialize_file(engine, &path) }
 }
 
@@ -128,7 +131,9 @@ fn damaged_component(engine: &wasmtime::Engine, wasm: &[u8], u: &mut Unstructure
         .expect("a compiled component serializes");
     let mut artifact = original.clone();
     let _ = edit(u, &mut artifact);
-    // SAFETY: as for modules: nothing loaded is ever run.
+    // SAFETY: the damaged artifact's code never runs: a loaded component is
+    // only counted and dropped, never instantiated. Loading must withstand
+    // any bytes, which is what this target tests.
     let loaded = unsafe { wasmtime::component::Component::deserialize(engine, &artifact) };
     match loaded {
         Ok(_) if artifact == original => stats::bump("component_unedited_loaded"),

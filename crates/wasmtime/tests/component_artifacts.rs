@@ -175,19 +175,22 @@ fn round_trip_behaves_like_the_original() {
         ]
     );
     let bytes = original.serialize().unwrap();
-    // SAFETY: the artifact was just written by this process.
+    // SAFETY: `bytes` is `original.serialize()` of this engine just above,
+    // kept in memory and never written out, so it is unaltered.
     let loaded = unsafe { Component::deserialize(&engine, &bytes) }.unwrap();
     assert_eq!(behaviour(&engine, &loaded), want);
     // A loaded component serializes to the same artifact.
     assert_eq!(loaded.serialize().unwrap(), bytes);
     // The engine's precompile gives a loadable artifact of its own.
     let precompiled = engine.precompile_component(COMPONENT.as_bytes()).unwrap();
-    // SAFETY: as above.
+    // SAFETY: `precompiled` was made by this engine on the line above and
+    // has stayed in this process's memory.
     let from_precompiled = unsafe { Component::deserialize(&engine, &precompiled) }.unwrap();
     assert_eq!(behaviour(&engine, &from_precompiled), want);
     // Another engine with the same settings loads it too.
     let other = self::engine();
-    // SAFETY: as above.
+    // SAFETY: `bytes` is still the in-memory artifact made above, and
+    // `other` has the same configuration as the engine that made it.
     let elsewhere = unsafe { Component::deserialize(&other, &bytes) }.unwrap();
     assert_eq!(behaviour(&other, &elsewhere), want);
 }
@@ -201,13 +204,17 @@ fn deserialize_file_maps_each_module_and_survives_unlink() {
     let want = behaviour(&engine, &original);
     let bytes = original.serialize().unwrap();
     std::fs::write(&path, &bytes).unwrap();
-    // SAFETY: the file was just written and nothing else writes it.
+    // SAFETY: the file holds this engine's artifact, written just above into
+    // this test's own temporary directory; nothing writes or truncates it
+    // afterwards (it is only unlinked, which leaves mapped pages in place).
     let loaded = unsafe { Component::deserialize_file(&engine, &path) }.unwrap();
     // The modules keep their own mappings: the file may go.
     std::fs::remove_file(&path).unwrap();
     assert_eq!(behaviour(&engine, &loaded), want);
     // Each module's skeleton is read where its part of the file is mapped.
     assert_eq!(loaded.serialize().unwrap(), bytes);
+    // SAFETY: the file was removed above, so opening it fails before
+    // anything is mapped.
     let missing = err(unsafe { Component::deserialize_file(&engine, &path) });
     assert!(
         missing.contains("failed to load precompiled component"),
@@ -229,19 +236,27 @@ fn kinds_are_detected_and_wrong_inputs_refused() {
         Some(Precompiled::Module)
     );
 
-    // SAFETY (all below): the artifacts come from this process; the calls
-    // are expected to refuse them before running anything.
+    // Every input below is an artifact this engine made above in memory, a
+    // Wasm binary, or such an artifact cut short or with a byte flipped by
+    // this test; `err` panics on a load that succeeds without running any
+    // of its code.
+    // SAFETY: this engine's own in-memory component artifact, refused by
+    // `Module::deserialize` for its kind before anything is mapped.
     let e = err(unsafe { Module::deserialize(&engine, &component) });
     assert!(
         e.contains("is a precompiled component") && e.contains("Component::deserialize"),
         "{e}"
     );
+    // SAFETY: this engine's own in-memory module artifact, refused for its
+    // kind before anything is mapped.
     let e = err(unsafe { Component::deserialize(&engine, &module) });
     assert!(
         e.contains("is a precompiled module") && e.contains("Module::deserialize"),
         "{e}"
     );
     let wasm = wat::parse_str(COMPONENT).unwrap();
+    // SAFETY: a plain component binary parsed from this test's text, which
+    // holds no machine code and is refused as not an artifact.
     let e = err(unsafe { Component::deserialize(&engine, &wasm) });
     assert!(
         e.contains("WebAssembly binary") && e.contains("Component::new"),
@@ -254,6 +269,8 @@ fn kinds_are_detected_and_wrong_inputs_refused() {
     let e = err(engine.precompile_component(&component));
     assert!(e.contains("is a precompiled component"), "{e}");
 
+    // SAFETY: the in-memory artifact made above, one byte short; refused by
+    // its header's length, and nothing loaded would run.
     let e = err(unsafe { Component::deserialize(&engine, &component[..component.len() - 1]) });
     assert!(e.contains("header says"), "{e}");
     // A byte of a module's machine code (the artifact ends with one) is
@@ -261,6 +278,8 @@ fn kinds_are_detected_and_wrong_inputs_refused() {
     let mut flipped = component.clone();
     let at = flipped.len() - 1;
     flipped[at] ^= 0xff;
+    // SAFETY: the in-memory artifact with its last code byte flipped by
+    // this test, which the module's checksum must catch; nothing runs.
     let e = err(unsafe { Component::deserialize(&engine, &flipped) });
     assert!(
         e.contains("of the precompiled component") && e.contains("corrupted"),
@@ -276,7 +295,9 @@ fn a_code_shaping_setting_must_match() {
         .unwrap()
         .precompile_component(COMPONENT.as_bytes())
         .unwrap();
-    // SAFETY: written by this process; refused before anything runs.
+    // SAFETY: `bytes` was made just above, in memory, by an engine of this
+    // build that differs only in `epoch_interruption`; it is refused, and
+    // `err` would panic on a load without running anything.
     let e = err(unsafe { Component::deserialize(&engine(), &bytes) });
     assert!(
         e.contains("precompiled component is not compatible")
@@ -287,6 +308,8 @@ fn a_code_shaping_setting_must_match() {
     let mut plain = Config::new();
     plain.wasm_component_model(false);
     let plain = Engine::new(&plain).unwrap();
+    // SAFETY: the same in-memory artifact; an engine without the component
+    // model refuses it, and nothing loaded would run.
     let e = err(unsafe { Component::deserialize(&plain, &bytes) });
     assert!(
         e.contains("not compatible") || e.contains("component model"),

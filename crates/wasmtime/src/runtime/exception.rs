@@ -125,9 +125,11 @@ impl Tag {
 
     /// The payload's function type (its params are the payload).
     pub(crate) fn payload_type(&self, store: &StoreOpaque) -> FuncType {
-        // SAFETY: a tag of this store points at a definition that the store
-        // keeps (in an instance's `VMContext` or its host tags) for its
-        // whole life, and definitions never change.
+        // SAFETY: every caller has checked that `self` belongs to `store` (or
+        // built it from a definition of `store`), and a tag of a store
+        // points at a definition the store keeps (in an instance's
+        // `VMContext` or its host tags) for its whole life; definitions are
+        // never written after they are made, so the read cannot race.
         let index = unsafe { (*self.definition()).type_index };
         FuncType::from_index(store.engine(), index)
     }
@@ -271,8 +273,9 @@ impl ExnRef {
             .params
             .iter()
             .zip(payload.iter())
-            // SAFETY: the payload was written for these types, by compiled
-            // code (validated) or by `ExnRef::new` (checked).
+            // SAFETY: the payload was written for these types, of this
+            // store, by compiled code (validated) or by `ExnRef::new`
+            // (checked against the types and the store).
             .map(|(t, raw)| unsafe { Val::from_raw_wasm(opaque, *raw, *t) })
             .collect())
     }
@@ -315,8 +318,8 @@ impl StoreOpaque {
     pub(crate) unsafe fn take_exception_from_host(
         store: *mut StoreOpaque,
     ) -> Option<(usize, *const VMTagDefinition)> {
-        // SAFETY: the caller guarantees the store is live and that no other
-        // reference to it is in use, so a unique borrow is sound.
+        // SAFETY: the store is live and no other reference to it is in use
+        // (this function's `# Safety`), so a unique borrow is sound.
         let store = unsafe { &mut *store };
         let thrown = matches!(
             &store.pending,
@@ -340,8 +343,8 @@ impl StoreOpaque {
     ///
     /// `store` must be live with no other reference to it in use.
     pub(crate) unsafe fn leave_exception_pending(store: *mut StoreOpaque, handle: usize) {
-        // SAFETY: the caller guarantees the store is live and that no other
-        // reference to it is in use, so a unique borrow is sound.
+        // SAFETY: the store is live and no other reference to it is in use
+        // (this function's `# Safety`), so a unique borrow is sound.
         let store = unsafe { &mut *store };
         if let Some(exception) = store.exceptions.get_mut(handle) {
             // The host may take it.

@@ -84,7 +84,9 @@ pub(crate) struct AsyncState {
 // SAFETY: the pointers are non-null only while a fiber of this store runs
 // on the current thread; a store moved to another thread has none.
 unsafe impl Send for AsyncState {}
-// SAFETY: as above; shared access never reads them.
+// SAFETY: through `&AsyncState` the two pointers are only tested for
+// `None` (`can_block`), never dereferenced; following them needs the
+// store mutably (`with_blocking`), which a shared borrow rules out.
 unsafe impl Sync for AsyncState {}
 
 impl AsyncState {
@@ -114,8 +116,9 @@ impl BlockingContext {
         loop {
             let mut cx_ptr = self.cx.take().ok_or_else(cancelled)?;
             // SAFETY: the context is that of the `poll` currently running
-            // this fiber (it was handed over by `resume` and is dropped
-            // before the fiber suspends).
+            // this fiber: `resume` handed it over, and that `poll` does not
+            // touch it until the fiber suspends or completes, while the
+            // `&mut` made here is last used before `self.suspend()`.
             let cx = unsafe { cx_ptr.as_mut() };
             if let Poll::Ready(value) = future.as_mut().poll(cx) {
                 self.cx = Some(cx_ptr);
@@ -132,7 +135,10 @@ impl BlockingContext {
     /// Fails if the future was dropped instead.
     pub(crate) fn suspend(&mut self) -> Result<()> {
         self.cx = None;
-        // SAFETY: the yielder lives on this fiber's stack for its whole run.
+        // SAFETY: the yielder is the one `on_fiber`'s body received, which
+        // lives for the body's whole run; `with_blocking`, the only maker
+        // of a `BlockingContext`, took it from the store on this fiber, so
+        // the body is still running.
         let suspend = unsafe { self.suspend.as_ref() };
         match suspend.suspend(()) {
             Some(cx) => {
@@ -159,14 +165,16 @@ fn cancelled() -> anyhow::Error {
 ///
 /// # Safety
 ///
-/// `store` must be live, and this must run on the fiber that owns the
+/// `store` must be live, with no reference to it in use while this runs
+/// (`f` may borrow it anew), and this must run on the fiber that owns the
 /// store's current yielder (code called from that fiber's Wasm).
 pub(crate) unsafe fn with_blocking<R>(
     store: *mut StoreOpaque,
     f: impl FnOnce(&mut BlockingContext) -> R,
 ) -> Result<R> {
-    // SAFETY: per the contract; only the async-state fields are touched and
-    // no reference into the store is held across `f`.
+    // SAFETY: `store` is live and no reference to it is in use (this
+    // function's `# Safety`); the `&mut` to its async state ends within
+    // this block, before `f` (which may use the store) runs.
     let (suspend, cx) = unsafe {
         let state = (*store).async_state_mut();
         (state.current_suspend.take(), state.current_cx.take())
@@ -178,7 +186,9 @@ pub(crate) unsafe fn with_blocking<R>(
     };
     let mut blocking = BlockingContext { suspend, cx };
     let result = f(&mut blocking);
-    // SAFETY: as above.
+    // SAFETY: `store` is still live (this function's `# Safety`) and `f`
+    // has returned, so nothing it did holds a borrow of the store; this
+    // `&mut` ends within the block.
     unsafe {
         let state = (*store).async_state_mut();
         debug_assert!(state.current_suspend.is_none() && state.current_cx.is_none());
@@ -242,10 +252,14 @@ impl<'a, R> Fiber<'a, R> {
     /// borrowed during the call.
     unsafe fn resume(&mut self, store: *mut StoreOpaque, input: Resume) -> Option<Completion<R>> {
         let outer_activations = traphandlers::innermost_activation();
-        // SAFETY: the saved activations are this fiber's, live on its stack.
+        // SAFETY: `self.activations` is `NONE` (never suspended) or what
+        // `take_suspended_activations` returned below when this same fiber
+        // last suspended; it is about to resume.
         unsafe { traphandlers::restore_suspended_activations(self.activations) };
         let outer_bounds = traphandlers::set_current_fiber_stack(self.bounds);
-        // SAFETY: per the contract; the borrow ends before the switch.
+        // SAFETY: `store` is the live store this fiber runs, not otherwise
+        // borrowed during this call (this function's `# Safety`); the two
+        // short borrows end before the switch, when the fiber uses it.
         let outer_limit = unsafe {
             (*store).set_mmu_running(true);
             (*store).replace_stack_limit(self.stack_limit)
@@ -254,7 +268,9 @@ impl<'a, R> Fiber<'a, R> {
         let coroutine = self.coroutine.as_mut().expect("resumed a completed fiber");
         let result = coroutine.resume(input);
 
-        // SAFETY: as above; the fiber is not running any more.
+        // SAFETY: `store` is live and not borrowed by our caller (this
+        // function's `# Safety`), and the fiber, its only other user, has
+        // suspended or completed, so this `&mut` is unique until we return.
         let store = unsafe { &mut *store };
         self.stack_limit = store.replace_stack_limit(outer_limit);
         traphandlers::set_current_fiber_stack(outer_bounds);
@@ -316,7 +332,10 @@ impl<R> Future for FiberFuture<'_, '_, R> {
         // SAFETY: the context lives for this call; the fiber uses it only
         // until it suspends or completes, both before `resume` returns.
         let cx = unsafe { mem::transmute::<&mut Context<'_>, &mut Context<'static>>(cx) };
-        // SAFETY: the store is borrowed by this future for its whole life.
+        // SAFETY: `me.store` comes from the same `&'a mut StoreOpaque` as
+        // the fiber's own copy (`on_fiber`), so it is the store this fiber
+        // runs; `_store` holds that exclusive borrow for the future's whole
+        // life, so the store is live and nothing else borrows it meanwhile.
         match unsafe { me.fiber.resume(me.store, Some(NonNull::from(cx))) } {
             None => Poll::Pending,
             Some(Completion::Done(value)) => Poll::Ready(Ok(value)),
@@ -332,7 +351,9 @@ impl<R> Drop for FiberFuture<'_, '_, R> {
         // its Wasm frames and completed. A fiber that never started just
         // drops its closure.
         while self.fiber.is_suspended() {
-            // SAFETY: as in `poll`.
+            // SAFETY: `self.store` is the store this fiber runs (it and the
+            // fiber's copy come from one `&'a mut`), and `_store` keeps that
+            // exclusive borrow until this drop ends: live and unborrowed.
             match unsafe { self.fiber.resume(self.store, None) } {
                 None => continue,
                 Some(Completion::Panicked(payload)) => {
@@ -347,7 +368,9 @@ impl<R> Drop for FiberFuture<'_, '_, R> {
             // Never started: this only drops the closure, running no code on
             // the fiber; the stack goes back to the store.
             coroutine.force_unwind();
-            // SAFETY: as in `poll`.
+            // SAFETY: `_store` keeps the `&'a mut` that `self.store` came
+            // from until this drop ends, so the store is live, and the fiber
+            // never ran, so nothing else holds a reference into it.
             unsafe { (*self.store).return_fiber_stack(coroutine.into_stack()) };
         }
     }

@@ -343,8 +343,10 @@ impl Instance {
             .as_deref()
             .context("cannot reset an instance whose instantiation did not finish")?;
         for (def, value) in &pristine.globals {
-            // SAFETY: the storage slots are in the instance's `VMContext`,
-            // which lives as long as the store; no guest code runs now.
+            // SAFETY: `capture_pristine` took each `def` from this
+            // instance's `VMContext`, which the store keeps until it is
+            // dropped; no guest code runs now (checked above) and `opaque`
+            // is borrowed mutably, so nothing else reads or writes it.
             unsafe { (**def).0 = *value };
         }
         dropped_elems.copy_from_slice(&pristine.dropped_elems);
@@ -392,8 +394,9 @@ fn export_extern(store: &mut StoreOpaque, instance: u32, index: EntityIndex) -> 
                 });
             }
             let raw = inst.func_ref(f) as usize;
-            // SAFETY: a defined function's `VMFuncRef` in a live instance of
-            // this store.
+            // SAFETY: `raw` is the `VMFuncRef` slot of a function defined by
+            // `inst`, an instance of this store, written at instantiation
+            // and kept in its `VMContext` until the store is dropped.
             let func = unsafe { store.func_from_raw(raw) };
             Extern::Func(func.expect("function references of defined functions are never null"))
         }
@@ -558,8 +561,9 @@ pub(crate) fn typecheck_import(
         }
         (EntityType::Tag(ty), Extern::Tag(tag)) => {
             let expected = module.type_id(*ty);
-            // SAFETY: a tag of this store (checked by the caller) points at
-            // a definition the store keeps alive.
+            // SAFETY: the caller checked that `tag` belongs to `store`, and a
+            // tag of a store points at a definition the store keeps for its
+            // whole life and never writes after making it.
             let actual = unsafe { (*tag.definition()).type_index };
             if actual != expected {
                 bail!(
@@ -726,8 +730,11 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
         match (import.index, item) {
             (EntityIndex::Function(f), Extern::Func(func)) => {
                 let data = store.func_data(func)?;
-                // SAFETY: both `VMFuncRef`s are valid; the slot is inside
-                // the new `VMContext`.
+                // SAFETY: `src` is the `VMFuncRef` of a function of this
+                // store (`func_data` checked), live while the store is. The
+                // slot is this import's, inside the new instance's
+                // `VMContext` and aligned by `VMOffsets`; no code has seen
+                // that context yet, so nothing else reads or writes it.
                 unsafe {
                     let src = data.func_ref.as_ptr();
                     instance.func_ref(f).write(VMFuncRef {
@@ -741,25 +748,33 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
             }
             (EntityIndex::Memory(m), Extern::Memory(mem)) => {
                 let from = store.memories[mem.index as usize].definition();
-                // SAFETY: the slot is inside the new `VMContext`.
+                // SAFETY: the slot is this import's, inside the new
+                // instance's `VMContext` and aligned by `VMOffsets`; no code
+                // has seen that context yet, so nothing else accesses it.
                 unsafe { instance.imported_memory(m).write(VMMemoryImport { from }) };
                 instance.memories.push(mem.index as usize);
             }
             (EntityIndex::Table(t), Extern::Table(table)) => {
                 let from = store.tables[table.index as usize].definition();
-                // SAFETY: the slot is inside the new `VMContext`.
+                // SAFETY: the slot is this import's, inside the new
+                // instance's `VMContext` and aligned by `VMOffsets`; no code
+                // has seen that context yet, so nothing else accesses it.
                 unsafe { instance.imported_table(t).write(VMTableImport { from }) };
                 instance.tables.push(table.index as usize);
             }
             (EntityIndex::Global(g), Extern::Global(global)) => {
                 let from = store.globals[global.index as usize].definition;
-                // SAFETY: the slot is inside the new `VMContext`.
+                // SAFETY: the slot is this import's, inside the new
+                // instance's `VMContext` and aligned by `VMOffsets`; no code
+                // has seen that context yet, so nothing else accesses it.
                 unsafe { instance.imported_global(g).write(VMGlobalImport { from }) };
                 instance.globals.push(global.index as usize);
             }
             (EntityIndex::Tag(t), Extern::Tag(tag)) => {
-                // SAFETY: the slot is inside the new `VMContext`; the
-                // exporter's definition lives as long as the store.
+                // SAFETY: the slot is this import's, inside the new
+                // instance's `VMContext` and aligned by `VMOffsets`, and no
+                // code has seen that context yet; the stored definition
+                // belongs to this store (checked) and lives as long as it.
                 unsafe { instance.tag_slot(t).write(tag.definition()) };
             }
             _ => bail!("import kind mismatch"),
@@ -796,8 +811,10 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
     {
         let defined = wasmtime_environ::DefinedTagIndex::new(defined);
         let def = instance.tag_definition(defined);
-        // SAFETY: both the definition and the slot are inside the new
-        // `VMContext`.
+        // SAFETY: the definition and the tag's slot both lie inside the new
+        // instance's `VMContext`, at offsets `VMOffsets` aligns for their
+        // types; no code has seen that context yet, so nothing else
+        // accesses either.
         unsafe {
             def.write(wasmtime_environ::vm::VMTagDefinition {
                 type_index: module.type_id(*ty),
@@ -817,8 +834,11 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
         let defined = wasmtime_environ::DefinedMemoryIndex::new(defined);
         let def = instance.memory_definition(defined);
         let image = module.memory_images().memory(defined).cloned();
-        // SAFETY: the definition slot lives in the `VMContext`, which the
-        // store keeps alive as long as the memory.
+        // SAFETY: `def` lies in the new instance's `VMContext`, which the
+        // store keeps, once the instance is pushed below, as long as the
+        // memory; nothing but the memory writes it. (Should instantiation
+        // fail before the push, the memory stays in the store with no
+        // handle, and nothing reads or writes `def` through it again.)
         let id = unsafe { store.new_memory(ty, Some(def), image, true)? };
         instance.memories.push(id);
     }
@@ -831,7 +851,11 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
         .enumerate()
     {
         let def = instance.table_definition(wasmtime_environ::DefinedTableIndex::new(defined));
-        // SAFETY: as for memories.
+        // SAFETY: `def` lies in the new instance's `VMContext`, which the
+        // store keeps, once the instance is pushed below, as long as the
+        // table; nothing but the table writes it. (Should instantiation
+        // fail before the push, the table stays in the store with no
+        // handle, and nothing reads or writes `def` through it again.)
         let id = unsafe { store.new_table(ty, 0, Some(def), true)? };
         instance.tables.push(id);
     }
@@ -844,7 +868,9 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
         let ty = info.globals[index];
         let value = instance.eval_const(store, init)?;
         let def = instance.global_definition(defined);
-        // SAFETY: the storage slot is inside the `VMContext`.
+        // SAFETY: `def` is this global's storage inside the new instance's
+        // `VMContext`, aligned by `VMOffsets`; no code has seen that context
+        // yet, so nothing else reads or writes it.
         unsafe { vm::Instance::write_global(def, value, ty.content) };
         let id = store.push_global(ty, Some(def));
         instance.globals.push(id);
@@ -870,8 +896,10 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
 
     // Active element segments, then active data segments, in order.
     let instance_ptr: *const vm::Instance = &**instance_ref;
-    // SAFETY: the instance is boxed in the store and outlives this
-    // function; only its drop flags are mutated below, through the store.
+    // SAFETY: the instance is boxed in the store, which never removes an
+    // instance, so it outlives this function; below, only its drop flags
+    // (`Vec`s, whose elements live on the heap) are written, through the
+    // store, and no other part of the instance is.
     let instance_ref = unsafe { &*instance_ptr };
     for (index, segment) in info.elements.iter() {
         match &segment.mode {
@@ -911,8 +939,11 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
             if !fits {
                 return Err(Trap::MemoryOutOfBounds.into());
             }
-            // SAFETY: bounds-checked above; the segment bytes are not in
-            // linear memory.
+            // SAFETY: `fits` shows `offset..offset + len` lies within the
+            // memory's accessible, read-write bytes; the source is the
+            // module's data, a separate allocation, so they do not overlap.
+            // Memories are not shared and `store` is borrowed mutably, so
+            // no one else accesses the memory meanwhile.
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     bytes.as_ptr(),
@@ -928,7 +959,9 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
         let Extern::Func(f) = export_extern(store, id, EntityIndex::Function(start)) else {
             bail!("start function is not a function");
         };
-        // SAFETY: the start function takes and returns nothing (validated).
+        // SAFETY: validation gives the start function the type `[] -> []`,
+        // so the empty slice holds all its parameters and has room for all
+        // its results.
         unsafe { crate::runtime::func::call_raw(store, &f, &mut [])? };
     }
     capture_pristine(store, id, info.start.is_some(), &copied_into)?;
@@ -1022,7 +1055,10 @@ fn capture_pristine(
         .keys()
         .map(|defined| {
             let def = instance.global_definition(defined);
-            // SAFETY: the storage slot is inside the live `VMContext`.
+            // SAFETY: `def` is this global's storage inside the `VMContext`
+            // of instance `id`, which the store keeps until it is dropped;
+            // `store` is borrowed mutably and no guest code runs here, so
+            // nothing writes it during the read.
             (def, unsafe { (*def).0 })
         })
         .collect();

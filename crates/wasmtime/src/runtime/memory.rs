@@ -52,7 +52,9 @@ impl Memory {
     pub fn new(mut store: impl AsContextMut, ty: MemoryType) -> Result<Memory> {
         let store = store.as_context_mut();
         let opaque = &mut store.0.opaque;
-        // SAFETY: the memory owns its definition.
+        // SAFETY: with `None` for the definition the memory allocates and
+        // owns its own, so `new_memory`'s only precondition, about a
+        // caller-provided definition, does not apply.
         let index = unsafe { opaque.new_memory(ty.wasm(), None, None, false)? };
         Ok(Memory {
             store: opaque.id(),
@@ -166,9 +168,10 @@ impl Memory {
         if memory.byte_size() == 0 {
             return &[];
         }
-        // SAFETY: the memory's first `byte_size` bytes are mapped
-        // read-write; the store borrow keeps Wasm from running (and the
-        // memory from growing or moving) for `'a`.
+        // SAFETY: the memory's first `byte_size` (non-zero) bytes from
+        // `base` are mapped read-write and owned by it; the shared store
+        // borrow for `'a` keeps Wasm from running and the memory from being
+        // written, grown, reset or moved (all need the store mutably).
         unsafe { std::slice::from_raw_parts(memory.base(), memory.byte_size()) }
     }
 
@@ -189,7 +192,10 @@ impl Memory {
         if memory.byte_size() == 0 {
             return &mut [];
         }
-        // SAFETY: as for `data`, and the store is borrowed exclusively.
+        // SAFETY: the memory's first `byte_size` (non-zero) bytes from
+        // `base` are mapped read-write and owned by it; the exclusive store
+        // borrow for `'a` keeps Wasm and every other accessor of the memory
+        // away, and stops it from growing, resetting or moving.
         unsafe { std::slice::from_raw_parts_mut(memory.base(), memory.byte_size()) }
     }
 
@@ -211,8 +217,11 @@ impl Memory {
         let data: &'a mut [u8] = if len == 0 {
             &mut []
         } else {
-            // SAFETY: as for `data_mut`; the linear memory is not part of
-            // `T`, so the two borrows are disjoint.
+            // SAFETY: `len` (non-zero) bytes from `base` are the memory's
+            // mapped, read-write bytes; `inner` is borrowed exclusively for
+            // `'a`, which keeps Wasm and other accessors away and the memory
+            // in place, and the mapping is not part of `T`, so the two
+            // borrows handed out are disjoint.
             unsafe { std::slice::from_raw_parts_mut(base, len) }
         };
         (data, &mut inner.data)

@@ -293,7 +293,9 @@ impl Val {
     pub unsafe fn from_raw(mut store: impl AsContextMut, raw: ValRaw, ty: ValType) -> Val {
         let store = store.as_context_mut();
         match ty.to_wasm(store.engine()) {
-            // SAFETY: forwarded contract.
+            // SAFETY: `raw` is a valid value of type `ty` for `store` (this
+            // function's `# Safety`), and `ty` converted to this engine's
+            // Wasm type describes the same values.
             Ok(ty) => unsafe { Val::from_raw_wasm(&mut store.0.opaque, raw, ty) },
             Err(_) => match ty {
                 ValType::Ref(r) => Val::null_ref(r.heap_type()),
@@ -360,7 +362,9 @@ impl Val {
             WasmValType::F32 => Val::F32(raw.get_f32()),
             WasmValType::F64 => Val::F64(raw.get_f64()),
             WasmValType::V128 => Val::V128(V128(raw.get_v128())),
-            // SAFETY: per the contract, a reference of `ty` of `store`.
+            // SAFETY: `raw` holds a valid value of `ty`, a reference type
+            // here, for `store` (this function's `# Safety`), so its
+            // reference word is a valid element of type `r` of `store`.
             WasmValType::Ref(r) => {
                 unsafe { Ref::from_raw_element(store, raw.get_reference(), r) }.into()
             }
@@ -737,8 +741,10 @@ impl Ref {
             WasmHeapType::Extern => Ref::Extern(ExternRef::from_raw_handle(store, raw)),
             WasmHeapType::Exn => Ref::Exn(ExnRef::from_raw_handle(store, raw)),
             WasmHeapType::Any => Ref::Any((raw != 0).then(|| AnyRef::from_raw_word(store, raw))),
-            // SAFETY: per the contract, a function reference of `store`
-            // (every other heap type is in the function hierarchy).
+            // SAFETY: `raw` is a valid element of `ty` of `store` (this
+            // function's `# Safety`), and every heap type left here is in
+            // the function hierarchy, so `raw` is null or the address of a
+            // live `VMFuncRef` of `store`, as `func_from_raw` requires.
             _ => Ref::Func(unsafe { store.func_from_raw(raw) }),
         }
     }

@@ -169,9 +169,10 @@ impl Component {
     ///
     /// # Safety
     ///
-    /// As for [`Module::deserialize`]: the machine code runs as it is, so
-    /// only load artifacts that this runtime produced and that nobody
-    /// could have altered.
+    /// `bytes` must be an artifact that this runtime produced and that
+    /// nobody could have altered since: the core modules' machine code
+    /// cannot be checked and runs as it is, so altered bytes could run
+    /// arbitrary code in this process.
     ///
     /// # Errors
     ///
@@ -184,8 +185,9 @@ impl Component {
         let parsed = artifact::parse_component(bytes, engine.fingerprint())?;
         let binary = ComponentBinary::Owned(parsed.binary.into());
         Component::load(engine, binary, parsed.modules, |range| {
-            // SAFETY: the caller vouches for the whole artifact, this
-            // module's code included.
+            // SAFETY: our caller vouches that all of `bytes` came unaltered
+            // from this runtime, and `range` is one module's artifact inside
+            // it (found by `parse_component`), so its code is trusted too.
             unsafe { Module::deserialize(engine, &bytes[range]) }
         })
     }
@@ -198,9 +200,12 @@ impl Component {
     ///
     /// # Safety
     ///
-    /// Everything [`Component::deserialize`] requires, and also: nothing
-    /// may write or truncate the file while the component (or any
-    /// instance of it) lives.
+    /// The file must hold an artifact that this runtime produced and that
+    /// nobody could have altered (its machine code runs unchecked), and
+    /// nothing may write or truncate the file while the component, any
+    /// instance of it, or any core module taken from one (for example by
+    /// `Instance::get_module`) lives: their code runs from mappings of the
+    /// file.
     ///
     /// # Errors
     ///
@@ -210,13 +215,16 @@ impl Component {
         let path = path.as_ref();
         let load = || -> Result<Component> {
             let file = std::fs::File::open(path)?;
-            // SAFETY: the mapping lives as long as the component (which
-            // keeps its binary there; the modules map their own parts),
-            // and the caller promises that nothing alters the file
-            // meanwhile.
+            // SAFETY: the mapping lives no longer than the component, which
+            // keeps its binary there (the modules map their own parts), and
+            // our `# Safety` forbids writing or truncating the file while
+            // the component lives, which is what a private file mapping
+            // needs.
             let mmap = unsafe { Mmap::map_file_private(&file)? };
-            // SAFETY: the mapping is readable for its whole length, and the
-            // caller promises that nothing writes the file meanwhile.
+            // SAFETY: the mapping is private, readable for its whole length
+            // and never written by this process; our `# Safety` forbids
+            // others to write or truncate the file, so the bytes stay put;
+            // `bytes` is used only while `mmap` is still alive.
             let bytes = unsafe { std::slice::from_raw_parts(mmap.as_ptr(), mmap.len()) };
             let parsed = artifact::parse_component(bytes, engine.fingerprint())?;
             let start = parsed.binary.as_ptr() as usize - mmap.as_ptr() as usize;
@@ -225,8 +233,11 @@ impl Component {
                 mmap,
             };
             Component::load(engine, binary, parsed.modules, |range| {
-                // SAFETY: the caller vouches for the file's code and
-                // promises to leave the file alone while the module lives.
+                // SAFETY: our `# Safety` says the file is an unaltered
+                // artifact of this runtime, so the module at `range` (found
+                // by `parse_component`) is too, and that nothing writes or
+                // truncates the file while this module, or the component
+                // that keeps it, lives.
                 unsafe { Module::deserialize_file_range(engine, &file, range) }
             })
         };
@@ -517,15 +528,17 @@ mod tests {
             .map(|range| bytes[range.clone()].to_vec())
             .collect();
         let bad = artifact::write_component(engine.fingerprint(), parsed.binary, &swapped);
-        // SAFETY: every module artifact in `bad` was written by this
-        // process; the load is refused before any of its code runs.
+        // SAFETY: every module artifact in `bad` was serialized a few
+        // lines above by this engine, in this process and never stored, and
+        // the load is refused before any of its code runs.
         let error = unsafe { Component::deserialize(&engine, &bad) }.expect_err("refused");
         assert!(
             format!("{error:#}").contains("is not the module its component binary holds"),
             "{error:#}"
         );
         let fewer = artifact::write_component(engine.fingerprint(), parsed.binary, &swapped[..1]);
-        // SAFETY: as above.
+        // SAFETY: `fewer` holds one module artifact serialized above by
+        // this engine, in memory only; the load is refused before it runs.
         let error = unsafe { Component::deserialize(&engine, &fewer) }.expect_err("refused");
         assert!(
             format!("{error:#}").contains("has 2 core modules, but its artifact holds 1"),

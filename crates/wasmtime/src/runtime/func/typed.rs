@@ -128,10 +128,15 @@ where
             &mut heap
         };
         params.store(opaque, values)?;
-        // SAFETY: the parameters were type-checked when this `TypedFunc`
-        // was created and stored above.
+        // SAFETY: `Params` was checked against the function's parameter
+        // types when this `TypedFunc` was made, `store` above wrote one
+        // value of each (failing on another store's references), and
+        // `values` has `max(params, results)` slots, which is what the
+        // function's type needs.
         unsafe { call_raw(opaque, &self.func, values)? };
-        // SAFETY: the function returned values of the checked types.
+        // SAFETY: the call succeeded, so the first slots hold results of the
+        // function's result types, of this store, and those were checked to
+        // be subtypes of `Results`' types when this `TypedFunc` was made.
         unsafe { Results::load(opaque, values) }
     }
 }
@@ -302,12 +307,16 @@ unsafe impl WasmTy for Option<Func> {
         Ok(())
     }
     unsafe fn load(store: &mut StoreOpaque, ptr: &ValRaw) -> Result<Self> {
-        // SAFETY: the slot holds a function reference of this store.
+        // SAFETY: `ptr` holds a `funcref` valid for `store` (this function's
+        // `# Safety`): null or the address of a live `VMFuncRef` of `store`,
+        // which is what `func_from_raw` requires.
         Ok(unsafe { store.func_from_raw(ptr.get_reference()) })
     }
 }
 
-// SAFETY: as for `Option<Func>`, never null.
+// SAFETY: a non-null function reference is the address of its `VMFuncRef`:
+// `store` writes it through `Option<Func>`, and `load` reads it the same
+// way and fails on null.
 unsafe impl WasmTy for Func {
     fn valtype() -> ValType {
         ValType::Ref(RefType::new(false, crate::HeapType::Func))
@@ -319,7 +328,9 @@ unsafe impl WasmTy for Func {
         <Option<Func> as WasmTy>::store(Some(self), store, ptr)
     }
     unsafe fn load(store: &mut StoreOpaque, ptr: &ValRaw) -> Result<Self> {
-        // SAFETY: forwarded contract.
+        // SAFETY: `ptr` holds a `(ref func)` value valid for `store` (this
+        // function's `# Safety`), which is also a valid `funcref`, what
+        // `Option<Func>::load` requires.
         unsafe { <Option<Func> as WasmTy>::load(store, ptr)? }
             .context("null function reference where a non-null one was expected")
     }
@@ -346,7 +357,9 @@ unsafe impl WasmTy for Option<Rooted<ExternRef>> {
     }
 }
 
-// SAFETY: as for `Option<Rooted<ExternRef>>`, never null.
+// SAFETY: a non-null extern reference is its store-local handle: `store`
+// writes it through `Option<Rooted<ExternRef>>`, and `load` reads it the
+// same way and fails on null.
 unsafe impl WasmTy for Rooted<ExternRef> {
     fn valtype() -> ValType {
         ValType::Ref(RefType::new(false, crate::HeapType::Extern))
@@ -358,7 +371,9 @@ unsafe impl WasmTy for Rooted<ExternRef> {
         <Option<Rooted<ExternRef>> as WasmTy>::store(Some(self), store, ptr)
     }
     unsafe fn load(store: &mut StoreOpaque, ptr: &ValRaw) -> Result<Self> {
-        // SAFETY: forwarded contract.
+        // SAFETY: `ptr` holds an `(ref extern)` value valid for `store` (this
+        // function's `# Safety`), which is also a valid `externref`, what
+        // `Option<Rooted<ExternRef>>::load` requires.
         unsafe { <Option<Rooted<ExternRef>> as WasmTy>::load(store, ptr)? }
             .context("null extern reference where a non-null one was expected")
     }
@@ -384,7 +399,8 @@ pub unsafe trait WasmParams: Send {
     fn store(self, store: &mut StoreOpaque, dst: &mut [ValRaw]) -> Result<()>;
 }
 
-// SAFETY: forwards to the one-element tuple.
+// SAFETY: `typecheck` and `store` both go through `(T,)`, so `store`
+// writes exactly the one value that `typecheck` accepted.
 unsafe impl<T> WasmParams for T
 where
     T: WasmTy,
@@ -473,10 +489,12 @@ pub unsafe trait WasmResults: WasmParams {
         Self: Sized;
 }
 
-// SAFETY: forwards to the one-element tuple.
+// SAFETY: `typecheck` and `load` both go through `(T,)`, so `load` reads
+// exactly the one value that `typecheck` accepted.
 unsafe impl<T: WasmTy> WasmResults for T {
     unsafe fn load(store: &mut StoreOpaque, abi: &[ValRaw]) -> Result<Self> {
-        // SAFETY: forwarded contract.
+        // SAFETY: `abi` holds values of the result types, valid for `store`
+        // (this function's `# Safety`); those are `(T,)`'s result types.
         Ok(unsafe { <(T,) as WasmResults>::load(store, abi)? }.0)
     }
 }
@@ -490,7 +508,9 @@ macro_rules! impl_wasm_results {
                 let mut _slots = _abi.iter();
                 Ok(($({
                     let slot = _slots.next().context("too few result slots")?;
-                    // SAFETY: forwarded contract.
+                    // SAFETY: `_abi` holds values of the result types,
+                    // valid for `_store` (this function's `# Safety`), and
+                    // `slot` is this element's, so it holds one of `$t`'s.
                     unsafe { $t::load(_store, slot)? }
                 },)*))
             }

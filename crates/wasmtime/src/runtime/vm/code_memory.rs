@@ -129,9 +129,9 @@ fn bytes_before(mmap: &Mmap, text_offset: usize, range: Range<usize>) -> Option<
         return None;
     }
     // SAFETY: the range lies in the mapping before the text, which is mapped
-    // readable for the mapping's whole life and never written (relocations
-    // patch the text only, and the file's promise of `from_file_mapping`
-    // holds for as long as the code memory owning the mapping lives).
+    // readable for the mapping's whole life and never written: relocations
+    // patch the text only, and `from_file_mapping`'s caller promised that
+    // nothing writes or truncates the file while the code memory lives.
     Some(unsafe { std::slice::from_raw_parts(mmap.as_ptr().add(range.start), range.len()) })
 }
 
@@ -177,7 +177,9 @@ impl CodeMemory {
         // SAFETY: the mapping is fresh, read-write and at least `text.len()`
         // bytes long.
         unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), mmap.as_ptr(), text.len()) };
-        // SAFETY: the mapping is read-write and nothing else refers to it.
+        // SAFETY: `0..text.len()` starts on a page boundary and lies in the
+        // mapping, which is read-write and was made above, so nothing else
+        // refers to it.
         unsafe { CodeMemory::finish(mmap, 0..text.len(), relocations, Records::Owned(trap_sites)) }
     }
 
@@ -190,8 +192,9 @@ impl CodeMemory {
     /// # Safety
     ///
     /// `text.start` must be a multiple of the host page size and `text`
-    /// must lie in the mapping; the file's promise of
-    /// [`Mmap::map_file_private`] must hold for the life of the result.
+    /// must lie in the mapping, and nothing may write or truncate the
+    /// mapped file while the result lives (the text runs, and the trap
+    /// table is read, straight from the mapping).
     ///
     /// # Errors
     ///
@@ -202,11 +205,14 @@ impl CodeMemory {
         relocations: &[Relocation],
         trap_sites: Records<TrapSiteRecord>,
     ) -> Result<CodeMemory> {
-        // SAFETY: the text pages are not in use yet: nothing has been handed
-        // out that points into them. Making them writable lets the private
-        // mapping copy the pages that relocations patch.
+        // SAFETY: the mapping is not executable yet, so nothing relies on
+        // execute access; no pointer into the text has been handed out.
+        // Making it writable lets the private mapping copy the pages that
+        // relocations patch.
         unsafe { file.make_accessible(text.start, text.len())? };
-        // SAFETY: the text is writable now and nothing else refers to it.
+        // SAFETY: our caller promised that `text` lies in `file` and starts
+        // on a page boundary; it was made writable just above, and `file`
+        // was moved in here, so nothing else refers to its text.
         unsafe { CodeMemory::finish(file, text, relocations, trap_sites) }
     }
 
@@ -224,7 +230,8 @@ impl CodeMemory {
         trap_sites: Records<TrapSiteRecord>,
     ) -> Result<CodeMemory> {
         let text_len = text.len();
-        // SAFETY: the caller promises that `text` lies in the mapping.
+        // SAFETY: our `# Safety` has `text` inside `mmap`, so its start is
+        // an offset within the mapping.
         let base = unsafe { mmap.as_ptr().add(text.start) };
         for reloc in relocations {
             let offset = reloc.offset as usize;
@@ -232,8 +239,9 @@ impl CodeMemory {
                 bail!("relocation at {offset:#x} is outside the text");
             }
             let addr = libcall_address(reloc.target)? as u64;
-            // SAFETY: bounds-checked above; the caller promises the text is
-            // still writable.
+            // SAFETY: `offset + 8 <= text_len` (checked above), and our
+            // `# Safety` makes the text writable with nothing else referring
+            // to it, so this unaligned write races with no reader.
             unsafe { std::ptr::write_unaligned(base.add(offset).cast::<u64>(), addr.to_le()) };
         }
         let Some(sites) = records_in(&mmap, text.start, &trap_sites) else {
@@ -370,7 +378,9 @@ fn flush_icache(start: *mut u8, len: usize) {
     unsafe { asm!("dsb ish", options(nostack)) };
     let mut addr = begin & !(iline - 1);
     while addr < end {
-        // SAFETY: as above.
+        // SAFETY: invalidating the instruction-cache line of an address in
+        // the text we just wrote (still mapped) changes no memory and no
+        // register; it only makes instruction fetch see the new bytes.
         unsafe { asm!("ic ivau, {0}", in(reg) addr, options(nostack)) };
         addr += iline;
     }

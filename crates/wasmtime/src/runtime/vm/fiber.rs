@@ -156,8 +156,10 @@ impl StackPool {
                 }
                 let region = state.regions.last().expect("a region was reserved");
                 let slot = region.as_ptr() as usize + state.used_in_last * inner.slot_size;
-                // SAFETY: the slot lies in the region and has never been
-                // handed out; its first page stays the guard.
+                // SAFETY: the slot lies in the region (`used_in_last` is
+                // below `last_len`) and has never been handed out, and we
+                // hold the pool lock, so nothing uses or relies on its
+                // range; its first page stays the guard.
                 unsafe {
                     region.make_accessible(
                         slot - region.as_ptr() as usize + inner.page_size,
@@ -197,9 +199,10 @@ impl PoolInner {
         let bottom = guard + self.page_size;
         let release = self.stack_size - self.keep_resident;
         if release > 0 {
-            // SAFETY: the range is the lower part of a stack that nothing
-            // runs on any more (its fiber completed); the pages read as zero
-            // if it is reused.
+            // SAFETY: the range is the lower part of this slot's stack, and
+            // the `FiberStack` handing it back drops only after any coroutine
+            // that ran on it has completed or been unwound, so no frame lives
+            // on it; the pages read as zero if the slot is reused.
             unsafe {
                 libc::madvise(bottom as *mut libc::c_void, release, libc::MADV_DONTNEED);
             }
@@ -335,11 +338,14 @@ mod tests {
         let p = pool(Some(1), 64 * 1024);
         let s = p.allocate().unwrap();
         let low = s.bottom() + 8;
-        // SAFETY: inside the read-write stack.
+        // SAFETY: `low` is an aligned word inside the read-write stack of
+        // `s`, which this test owns and nothing runs on.
         unsafe { std::ptr::write_volatile(low as *mut u64, 7) };
         drop(s);
         let s = p.allocate().unwrap();
-        // SAFETY: as above; the lower part was released.
+        // SAFETY: the pool has one slot, so `s` is the same stack again,
+        // read-write, and `low` is an aligned word inside it that nothing
+        // else uses; its page was released, so it reads as zero.
         assert_eq!(unsafe { std::ptr::read_volatile(low as *const u64) }, 0);
         drop(s);
     }

@@ -81,7 +81,8 @@ enum Allocation {
 impl Allocation {
     fn heap(size: usize) -> Result<Allocation> {
         let layout = Layout::from_size_align(size, 16).context("VMContext too large")?;
-        // SAFETY: the layout has a non-zero size (the prefix alone is 16).
+        // SAFETY: `alloc_zeroed` needs a layout of non-zero size, and
+        // `size` includes the 16-byte prefix.
         let alloc = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
             .context("failed to allocate a VMContext")?;
         Ok(Allocation::Heap {
@@ -137,7 +138,9 @@ impl Allocation {
             Some(mapping) => mapping,
             None => {
                 let mapping = Mmap::read_write(len).context("failed to map a VMContext")?;
-                // SAFETY: the mapping is fresh and nobody uses it yet.
+                // SAFETY: the page loses write access, which nothing relies
+                // on: the mapping was made on the line above and no address
+                // in it has left this function yet.
                 unsafe { mapping.make_poll_page(0, MMU_POLL_PAGE_SIZE, state.mode()) }
                     .context("failed to map an MMU poll page")?;
                 mapping
@@ -162,7 +165,8 @@ impl Allocation {
     fn start(&self) -> *mut u8 {
         match self {
             Allocation::Heap { alloc, .. } => alloc.as_ptr(),
-            // SAFETY: the mapping is at least one page plus the prefix.
+            // SAFETY: `with_poll_page` maps one poll page plus at least the
+            // prefix, so one page past the start is still in the mapping.
             Allocation::WithPollPage { mapping, .. } => unsafe {
                 mapping.as_ptr().add(MMU_POLL_PAGE_SIZE)
             },
@@ -345,9 +349,15 @@ pub struct Pristine {
     pub dropped_data: Vec<bool>,
 }
 
-// SAFETY: an instance is owned by its store and only used through it.
+// SAFETY: the raw pointers name the instance's own `VMContext` allocation,
+// its store, and storage that store owns; the instance lives boxed in that
+// store and moves between threads only with it, so what it points to moves
+// along and no other thread keeps using it.
 unsafe impl Send for Instance {}
-// SAFETY: as above.
+// SAFETY: `&self` methods only compute addresses or read `VMContext` slots
+// and globals, which are written only by the store's thread with the store
+// borrowed mutably; shared `&Instance`s come from a shared borrow of the
+// store, so no such write can run while they read.
 unsafe impl Sync for Instance {}
 
 impl Instance {
@@ -398,7 +408,8 @@ impl Instance {
         });
         let back: *mut Instance = &mut *instance;
         // SAFETY: the allocation is at least `PREFIX + size_of::<header>`
-        // bytes, 16-aligned, and exclusively ours.
+        // bytes and 16-aligned, so both writes are in bounds and aligned;
+        // it was made just above and nothing else knows its address yet.
         unsafe {
             prefix.cast::<*mut Instance>().write(back);
             instance
@@ -422,13 +433,18 @@ impl Instance {
     /// `vmctx` must be the `VMContext` of a live instance, and the caller
     /// must not create overlapping mutable references to it.
     pub unsafe fn from_vmctx<'a>(vmctx: *mut u8) -> &'a mut Instance {
-        // SAFETY: per the contract, the prefix holds the back pointer.
+        // SAFETY: our caller passes the `VMContext` of a live instance, so
+        // `PREFIX` bytes before it is the 16-aligned first word of the same
+        // allocation, where `Instance::new` stored the address of the boxed
+        // `Instance`; the store keeps that box in place while the instance
+        // lives, and our caller promises no other `&mut` to it overlaps.
         unsafe { &mut **vmctx.sub(PREFIX).cast::<*mut Instance>() }
     }
 
     /// The `VMContext` compiled code receives.
     pub fn vmctx(&self) -> *mut u8 {
-        // SAFETY: the prefix is inside the allocation.
+        // SAFETY: the allocation is `PREFIX` bytes plus the `VMContext`, so
+        // `PREFIX` past its start is still inside it.
         unsafe { self.alloc.start().add(PREFIX) }
     }
 
@@ -556,7 +572,10 @@ impl Instance {
                     .get(g.index())
                     .context("constant expression refers to an uninitialized global")?;
                 let def = store.globals[id].definition;
-                // SAFETY: the global's storage lives as long as the store.
+                // SAFETY: `def` comes from `store.globals`, which keeps each
+                // global's aligned storage until the store drops; we borrow
+                // the store, and globals are written only by its thread with
+                // the store borrowed mutably, so nothing writes it now.
                 Ok(ValRaw(unsafe { (*def).0 }))
             },
         )
@@ -619,7 +638,9 @@ impl Instance {
     ///
     /// # Safety
     ///
-    /// `def` must be a valid global storage.
+    /// `def` must point to a live `VMGlobalDefinition` (a global's 16-byte,
+    /// 16-aligned storage in its store) that nothing else reads or writes
+    /// during the call.
     pub unsafe fn write_global(def: *mut VMGlobalDefinition, value: ValRaw, ty: WasmValType) {
         // The bytes past the type's size are zeroed. Masking in a register
         // rather than copying a prefix into a zeroed array on the stack: the
@@ -631,9 +652,9 @@ impl Instance {
             16.. => bits,
             size => bits & ((1u128 << (size * 8)) - 1),
         };
-        // SAFETY: the caller guarantees `def` is a live global's storage,
-        // which is 16 bytes whatever the type, so writing all of them stays
-        // inside it.
+        // SAFETY: our caller passes a live, aligned `VMGlobalDefinition`
+        // that nothing else accesses during the call; it is 16 bytes
+        // whatever the type, so writing all of them stays inside it.
         unsafe { (*def).0 = kept.to_le_bytes() };
     }
 }
@@ -762,7 +783,8 @@ mod tests {
             list.give_back(three);
         }
         // A third is past the count: unmapped, not kept.
-        // SAFETY: as above.
+        // SAFETY: a fresh read-write mapping of two pages that nothing else
+        // has seen; its front page is registered with no store.
         unsafe { list.give_back(mapping(1)) };
         assert_eq!(kept(&list), (2, 6 * page));
 
@@ -771,7 +793,9 @@ mod tests {
         assert_eq!(again.as_ptr(), one_at, "the same mapping comes back");
         let big = list.take(4 * page).expect("the three-page mapping is kept");
         assert_eq!(kept(&list), (0, 0));
-        // SAFETY: reading our own readable mappings.
+        // SAFETY: `big` is a four-page read-write mapping this test owns
+        // and no other thread sees, so both reads are in bounds and race
+        // with no write.
         let (body, front) = unsafe {
             (
                 std::slice::from_raw_parts(big.as_ptr().add(page), 3 * page),
@@ -780,7 +804,8 @@ mod tests {
         };
         assert!(body.iter().all(|&b| b == 0), "the body comes back zeroed");
         assert_eq!(front, 3, "the page in front is not the body's");
-        // SAFETY: as above.
+        // SAFETY: `again` is a two-page read-write mapping this test owns;
+        // its second page is in bounds and nothing writes it meanwhile.
         let small = unsafe { std::slice::from_raw_parts(again.as_ptr().add(page), page) };
         assert!(small.iter().all(|&b| b == 0));
         assert!(

@@ -175,8 +175,11 @@ enum Discovery {
 // is to memory owned by the same store, which moves between threads as a
 // whole.
 unsafe impl Send for Memory {}
-// SAFETY: as above; shared access only reads, apart from the two host
-// flags, which are atomics.
+// SAFETY: the public `&self` methods only compute addresses, read fields
+// and set the two host flags, which are atomics; the private `&self`
+// helpers that write (`publish`, the mark and restore helpers, poll-page
+// registration) run only from `new` and `&mut self` methods, and compiled
+// code writes only while the store is borrowed mutably.
 unsafe impl Sync for Memory {}
 
 impl Memory {
@@ -194,10 +197,12 @@ impl Memory {
     ///
     /// # Safety
     ///
-    /// A `Some(definition)` must stay valid, and unused by anything else, as
-    /// long as this memory lives. The memory must be created, grown and
-    /// dropped on the thread that owns the store of `mmu`, in host code (the
-    /// conditions of [`MmuInterruptState::add_page`]).
+    /// A `Some(definition)` must point to an aligned `VMMemoryDefinition`
+    /// that stays valid as long as this memory lives and that nothing but
+    /// this memory writes (the store's compiled code may read it). The
+    /// memory must be created, grown, reset and dropped only on the thread
+    /// that owns the store of `mmu`, in host code, never at a poll: those
+    /// register and unregister its poll page with `mmu`.
     pub unsafe fn new(
         ty: &WasmMemoryType,
         tunables: &Tunables,
@@ -363,8 +368,9 @@ impl Memory {
             // holds no data (a kept pointer-swap page's slot is a stale
             // target, which `add_page` overwrites); it stays mapped until
             // `unregister_poll_page`, which runs before the mapping is
-            // replaced or dropped. We run on the store's thread in host
-            // code (constructor contract).
+            // replaced or dropped. We run from `new`, `grow` or `remap`,
+            // which `Memory::new`'s caller promised happen only on the
+            // store's thread, in host code, outside any poll.
             unsafe { mmu.add_page(page) };
         }
     }
@@ -373,16 +379,19 @@ impl Memory {
     /// unreadable (see `MmuInterruptState::remove_page`).
     fn unregister_poll_page(&self) -> bool {
         match self.poll_page() {
-            // SAFETY: registered by `register_poll_page`; the store's
-            // thread, in host code (constructor contract).
+            // SAFETY: `remove_page` needs only the store's thread outside
+            // any poll; we run from `grow`, `remap` or `drop`, which the
+            // caller of `Memory::new` promised happen there, in host code.
             Some((mmu, page)) => unsafe { mmu.remove_page(page) },
             None => false,
         }
     }
 
     fn publish(&self) {
-        // SAFETY: the definition is valid for this memory's life and
-        // written only by it (constructor contract).
+        // SAFETY: `definition` is our own boxed cell, or one the caller of
+        // `Memory::new` promised stays valid while this memory lives and is
+        // written by nothing else; `publish` runs only from `new` and
+        // `&mut self` methods, so no shared reader of ours overlaps it.
         unsafe {
             *self.definition = VMMemoryDefinition {
                 base: self.base(),
@@ -1016,7 +1025,9 @@ impl Memory {
     fn write_page(&self, offset: usize, bytes: &[u8]) {
         debug_assert!(offset + bytes.len() <= self.accessible);
         // SAFETY: the page is inside the accessible memory, and `bytes`
-        // (the image's read-only view or the overlay) is not linear memory.
+        // (the image's read-only view or the overlay) is not linear memory;
+        // the only caller is a reset, which holds `&mut self` and runs no
+        // guest code, so nothing else touches the page meanwhile.
         unsafe {
             std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base().add(offset), bytes.len())
         };
@@ -1048,8 +1059,9 @@ impl Memory {
                 )
             };
         }
-        // As in `grow`: the old poll page is forgotten before its mapping
-        // goes, the new one registered before compiled code sees the base.
+        // The old poll page is forgotten before its mapping goes and the
+        // new one registered before `publish` shows compiled code the new
+        // base; no poll runs in between, since a reset runs in host code.
         self.unregister_poll_page();
         let old = std::mem::replace(&mut self.mmap, mmap);
         self.register_poll_page();
@@ -1514,11 +1526,13 @@ mod tests {
     #[test]
     fn grow_in_place() {
         let tunables = Tunables::default();
-        // SAFETY: the memory owns its definition.
+        // SAFETY: no `definition` (the memory owns its own) and no `mmu`
+        // (no poll page to register), so `Memory::new` asks nothing.
         let mut m =
             unsafe { Memory::new(&ty(1, Some(4)), &tunables, None, None, None, None) }.unwrap();
         let base = m.base();
-        // SAFETY: the definition is owned by `m`.
+        // SAFETY: `m` owns and keeps its definition; the byte written is the
+        // last of the one accessible page, and nothing else uses `m`.
         unsafe {
             assert_eq!((*m.definition()).current_length, 65536);
             *base.add(65535) = 1;
@@ -1543,7 +1557,8 @@ mod tests {
             memory_reservation_for_growth: 65536,
             ..Tunables::default()
         };
-        // SAFETY: the memory owns its definition.
+        // SAFETY: no `definition` (the memory owns its own) and no `mmu`
+        // (no poll page to register), so `Memory::new` asks nothing.
         let mut m =
             unsafe { Memory::new(&ty(1, None), &tunables, None, None, None, None) }.unwrap();
         // SAFETY: one page is accessible.
@@ -1569,7 +1584,8 @@ mod tests {
             memory_may_move: false,
             ..Tunables::default()
         };
-        // SAFETY: the memory owns its definition.
+        // SAFETY: no `definition` (the memory owns its own) and no `mmu`
+        // (no poll page to register), so `Memory::new` asks nothing.
         let mut m =
             unsafe { Memory::new(&ty(1, None), &tunables, None, None, None, None) }.unwrap();
         assert_eq!(m.grow(1), Some(1));
@@ -1599,7 +1615,8 @@ mod tests {
             .memory(wasmtime_environ::DefinedMemoryIndex::from_u32(0))
             .cloned();
         assert!(image.is_some());
-        // SAFETY: the memory owns its definition.
+        // SAFETY: no `definition` (the memory owns its own) and no `mmu`
+        // (no poll page to register), so `Memory::new` asks nothing.
         unsafe {
             Memory::new(
                 &ty(pages, None),
@@ -1827,7 +1844,8 @@ mod tests {
         assert_eq!(m.grow(2), Some(1));
         assert_eq!(peek(&m, 2 * 65536 + 5), 0, "grown pages come back as zeros");
         // A memory with no pristine state refuses.
-        // SAFETY: the memory owns its definition.
+        // SAFETY: no `definition` (the memory owns its own) and no `mmu`
+        // (no poll page to register), so `Memory::new` asks nothing.
         let mut host =
             unsafe { Memory::new(&ty(1, None), &Tunables::default(), None, None, None, None) }
                 .unwrap();
@@ -1837,11 +1855,13 @@ mod tests {
     #[test]
     fn limits() {
         let tunables = Tunables::default();
-        // SAFETY: the memory owns its definition.
+        // SAFETY: no `definition` (the memory owns its own) and no `mmu`
+        // (no poll page to register), so `Memory::new` asks nothing.
         assert!(
             unsafe { Memory::new(&ty(65537, None), &tunables, None, None, None, None) }.is_err()
         );
-        // SAFETY: as above.
+        // SAFETY: no `definition` (the memory owns its own) and no `mmu`
+        // (no poll page to register), so `Memory::new` asks nothing.
         let mut m =
             unsafe { Memory::new(&ty(0, None), &tunables, None, None, None, None) }.unwrap();
         assert_eq!(m.grow(65537), None);

@@ -116,7 +116,9 @@ impl SwapPages {
         // knows the mapping yet.
         if unsafe { libc::mprotect(ptr, MMU_POLL_PAGE_SIZE, libc::PROT_READ) } != 0 {
             let error = std::io::Error::last_os_error();
-            // SAFETY: our own mapping, unused.
+            // SAFETY: `ptr` and `len` are exactly the mapping made above, and
+            // no address inside it has been handed out, so nothing is left
+            // pointing into the range we unmap.
             unsafe { libc::munmap(ptr, len) };
             return Err(format!("cannot map the MMU pointer-swap pages: {error}"));
         }
@@ -241,10 +243,11 @@ impl MmuInterruptState {
     pub unsafe fn add_page(&self, start: usize) {
         let target = self.page_target(start);
         // SAFETY: in mprotect mode `target` is the page itself, in
-        // pointer-swap mode its slot, an aligned word inside a readable and
-        // writable page; either stays valid until `remove_page`, which
-        // unregisters the same target. Our caller's thread and place are
-        // the ones `register` asks for.
+        // pointer-swap mode its slot, an aligned word inside that readable
+        // and writable page; our caller keeps the page mapped until
+        // `remove_page`, which unregisters the same target. Our caller is
+        // also the store's thread, outside any poll, which `register` needs
+        // to change `targets`.
         unsafe { self.register(target) }
     }
 
@@ -265,8 +268,10 @@ impl MmuInterruptState {
     /// In mprotect mode, which has no slots.
     pub unsafe fn add_slot(&self, slot: usize) {
         assert!(self.swap.is_some(), "an MMU poll slot in mprotect mode");
-        // SAFETY: the caller guarantees the slot's validity until
-        // `remove_slot` and the thread and place `register` asks for.
+        // SAFETY: our `# Safety` makes `slot` an 8-aligned word that only
+        // polls and this state touch and that stays allocated until
+        // `remove_slot` unregisters it, which is what `register` needs of a
+        // slot; it also puts us on the store's thread, outside any poll.
         unsafe { self.register(slot) }
     }
 
@@ -281,11 +286,13 @@ impl MmuInterruptState {
     ///
     /// # Safety
     ///
-    /// As for [`MmuInterruptState::add_page`]: the store's thread, outside
-    /// any poll.
+    /// The caller must be the thread that owns the store, outside any poll:
+    /// removal changes the target list, which only that thread may change
+    /// and which the signal handler reads without the lock at polls.
     pub unsafe fn remove_page(&self, start: usize) -> bool {
         let target = self.page_target(start);
-        // SAFETY: the caller is the store's thread, outside any poll.
+        // SAFETY: our `# Safety` puts us on the store's thread, outside any
+        // poll, which is all `unregister` asks.
         let armed_when_removed = unsafe { self.unregister(target) };
         // In mprotect mode the flag says exactly what protection
         // `set_armed` last gave every registered page; pointer-swap mode
@@ -300,7 +307,8 @@ impl MmuInterruptState {
     ///
     /// The store's thread, outside any poll.
     pub unsafe fn remove_slot(&self, slot: usize) {
-        // SAFETY: the caller is the store's thread, outside any poll.
+        // SAFETY: our `# Safety` puts us on the store's thread, outside any
+        // poll, which is all `unregister` asks.
         unsafe { self.unregister(slot) };
     }
 
@@ -318,12 +326,17 @@ impl MmuInterruptState {
     ///
     /// # Safety
     ///
-    /// `target` is valid as `add_page` or `add_slot` describe until
-    /// `unregister` returns for it; the store's thread, outside any poll.
+    /// `target` is the start of a mapped poll page (mprotect mode) or an
+    /// 8-aligned slot word that only polls and this state touch (pointer
+    /// swap), and stays mapped until `unregister` returns for it. The
+    /// caller is the thread that owns the store, outside any poll.
     unsafe fn register(&self, target: usize) {
         let armed = self.lock_arming();
-        // SAFETY: we hold `arming` and run on the store's thread outside a
-        // poll, the conditions under which `targets` may change.
+        // SAFETY: the `&mut` is exclusive: other threads touch `targets`
+        // only under `arming`, which we hold; the lock-free readers (the
+        // signal handler and `take_request`) run only on the store's thread
+        // at a poll, and this is that thread outside any poll (our
+        // `# Safety`). The borrow ends before the guard drops.
         let targets = unsafe { &mut *self.targets.get() };
         let at = targets.binary_search(&target).unwrap_or_else(|at| at);
         targets.insert(at, target);
@@ -351,7 +364,10 @@ impl MmuInterruptState {
     /// The store's thread, outside any poll.
     unsafe fn unregister(&self, target: usize) -> Option<bool> {
         let armed = self.lock_arming();
-        // SAFETY: as in `register`.
+        // SAFETY: the `&mut` is exclusive: other threads touch `targets`
+        // only under `arming`, which we hold, and the lock-free readers run
+        // only on the store's thread at a poll, while this is that thread
+        // outside any poll (our `# Safety`).
         let targets = unsafe { &mut *self.targets.get() };
         let at = targets.binary_search(&target).ok()?;
         targets.remove(at);
@@ -372,9 +388,11 @@ impl MmuInterruptState {
         match self.swap {
             Some(swap) => start == swap.unreadable,
             None => {
-                // SAFETY: per the contract this thread is at a poll, so the
-                // only writer (this thread, in host code) is not
-                // mid-change; other threads only read.
+                // SAFETY: our `# Safety` makes this the signal handler for a
+                // fault at a poll, on the thread running the store's Wasm.
+                // Only that thread writes `targets`, in host code, and a
+                // synchronous fault at a poll cannot land inside such a
+                // write; other threads only read, so nothing mutates it.
                 let pages = unsafe { &*self.targets.get() };
                 pages.binary_search(&start).is_ok()
             }
@@ -431,9 +449,11 @@ impl MmuInterruptState {
     pub unsafe fn take_request(&self) -> bool {
         match self.swap {
             Some(swap) => {
-                // SAFETY: per the contract the only thread that changes the
-                // list is this one, and it is not inside a change; other
-                // threads only read it.
+                // SAFETY: our `# Safety` puts us on the thread running the
+                // store's Wasm, in the poll path after a faulted poll. That
+                // thread is the only writer of `targets`, and it writes only
+                // in host code, never at a poll, so no write is in progress;
+                // interrupters only read it under the lock.
                 let slots = unsafe { &*self.targets.get() };
                 for &slot in slots {
                     set_slot(slot, swap, false);
@@ -586,7 +606,9 @@ mod tests {
         state.set_call_in_progress(true);
         assert!(state.interrupt());
         assert_eq!(read(0), swap.unreadable, "armed by interrupt()");
-        // SAFETY: as above.
+        // SAFETY: `words[1]` is an aligned `AtomicUsize` on this frame,
+        // removed below before `words` drops; only the state and the test
+        // touch it, and the test thread is the store's, outside any poll.
         unsafe { state.add_slot(addr(1)) };
         assert_eq!(
             read(1),
@@ -594,7 +616,8 @@ mod tests {
             "a slot added while armed starts armed"
         );
         assert_eq!(state.target_count(), 2);
-        // SAFETY: the test thread stands for the store's thread at a poll.
+        // SAFETY: the test thread is the only one that changes `targets`,
+        // and it is not inside a change, as after a real faulted poll.
         assert!(unsafe { state.take_request() }, "the request was taken");
         assert_eq!((read(0), read(1)), (swap.readable, swap.readable));
 
@@ -604,7 +627,8 @@ mod tests {
         assert!(state.interrupt());
         assert_eq!(read(0), swap.unreadable);
         assert_eq!(read(1), 7, "a removed slot was written");
-        // SAFETY: as above.
+        // SAFETY: the test thread, which made every change to `targets`, is
+        // the store's thread here, and it is outside any poll.
         unsafe { state.remove_slot(addr(0)) };
         assert_eq!(state.target_count(), 0);
         state.set_call_in_progress(false);
@@ -616,7 +640,9 @@ mod tests {
     fn mprotect_mode_refuses_a_slot() {
         let state = MmuInterruptState::new(MmuInterruptionMode::Mprotect).unwrap();
         let word = AtomicUsize::new(0);
-        // SAFETY: never reached past the assertion that panics.
+        // SAFETY: `add_slot` panics on its mprotect-mode assertion before it
+        // registers anything, so the word is never used as a slot; it is an
+        // aligned word that outlives the call in any case.
         unsafe { state.add_slot(word.as_ptr() as usize) };
     }
 }

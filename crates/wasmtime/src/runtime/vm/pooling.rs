@@ -314,8 +314,9 @@ impl Drop for SlotLease {
 impl MemoryPool {
     /// The base offset of slot `index` in the pool mapping.
     fn slot_start(&self, index: usize) -> *mut u8 {
-        // SAFETY: `index < total_memories`, so the slot lies inside the
-        // pool mapping.
+        // SAFETY: every index passed here comes from the free list or a
+        // lease, which hold only `0..total_memories`, and the mapping is
+        // `stride * total_memories` bytes, so the offset stays inside it.
         unsafe { self.mapping.as_ptr().add(index * self.stride) }
     }
 
@@ -384,8 +385,10 @@ impl MemoryPool {
     }
 
     fn give_back(&self, index: usize, left: Option<SlotContents<'_>>) {
-        // SAFETY: the slot is still ours (not yet in the free list) and
-        // inside the pool mapping.
+        // SAFETY: the slot is inside the pool mapping (which `self` keeps
+        // alive past the view), page-aligned since `stride` is a multiple
+        // of the page size, and still only ours: the lease being released
+        // owned it and it is not yet back in the free list.
         let view = unsafe { Mmap::view(self.slot_start(index), self.stride) };
         // A slot registered for userfaultfd write protection would confuse
         // its next user's page queries (the markers read as swapped pages):
@@ -424,8 +427,9 @@ impl MemoryPool {
             && let Some(oldest) = list.free.iter().position(|s| s.warm.is_some())
         {
             let index = list.free[oldest].index;
-            // SAFETY: the slot is free (in the list, under the lock), so
-            // no memory uses it.
+            // SAFETY: the slot is free and we hold the list's lock, so no
+            // memory uses it and no `take` can hand it out before the view
+            // drops; it is a page-aligned range of the live pool mapping.
             let view = unsafe { Mmap::view(self.slot_start(index), self.stride) };
             if wipe(&view).is_ok() {
                 list.free[oldest].warm = None;
@@ -472,7 +476,9 @@ impl MemoryPool {
         let total: usize = written.iter().map(|r| r.len()).sum();
         for range in &written {
             if total > keep {
-                // SAFETY: as above.
+                // SAFETY: `range` lies within the `accessible` bytes after
+                // `base`, inside the slot; the memory that used them has
+                // been dropped, so nothing relies on their contents.
                 unsafe { view.decommit(base + range.start, range.len())? };
                 continue;
             }
@@ -534,7 +540,9 @@ pub struct SlotContents<'a> {
 /// Replaces a whole slot with fresh `PROT_NONE` address space: no pages,
 /// no image, no userfaultfd registration.
 fn wipe(view: &Mmap) -> Result<()> {
-    // SAFETY: the view is a slot nobody uses (taken or being released).
+    // SAFETY: every caller passes a slot no memory uses: one just taken
+    // from the free list (its last memory gone), one being released by its
+    // dropped memory, or a free one under the list's lock.
     unsafe { view.replace_with_reservation() }
 }
 
@@ -585,13 +593,17 @@ pub struct TableSlot {
 // SAFETY: a slot is an exclusively owned range of the pool's mapping, used
 // only by the table that holds it (which moves with its store).
 unsafe impl Send for TableSlot {}
-// SAFETY: as above; shared access gives out only the base address.
+// SAFETY: `&TableSlot` offers only `base` and `capacity`, which compute an
+// address and read an immutable field; the elements themselves are read and
+// written only through the owning table, with its store borrowed.
 unsafe impl Sync for TableSlot {}
 
 impl TableSlot {
     /// The first element.
     pub fn base(&self) -> *mut usize {
-        // SAFETY: `index < total`, so the slot lies inside the mapping.
+        // SAFETY: `index` came from the free list, which holds only
+        // `0..total`, and the mapping is `stride * total` bytes, so the
+        // offset stays inside it.
         unsafe {
             self.pool
                 .mapping

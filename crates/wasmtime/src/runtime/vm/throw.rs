@@ -97,8 +97,13 @@ impl ExceptionSlots {
 /// here and the handler are abandoned.
 pub unsafe fn throw(handle: usize, tag: *const VMTagDefinition, pc: usize, fp: usize) -> ! {
     let activation = innermost_activation();
-    // SAFETY: per the contract, the innermost activation is live and its
-    // frames are intact below its catch frame.
+    // SAFETY: we run on the innermost activation's thread and stack (this
+    // function's `# Safety`), so `activation` is a live local of a
+    // `call_wasm` frame above us, and its frames from `(pc, fp)` up to the
+    // catch frame are intact below that. A found handler is a `try_call`
+    // of one of those frames, and the frames in between, ours included,
+    // have nothing to drop (also `# Safety`), so resuming there, or jumping
+    // back to the entry with `unwind_to_entry` (same requirements), is sound.
     unsafe {
         if let Some(handler) = find_handler(&*activation, tag, pc, fp) {
             arch::resume_to_exception_handler(handler.pc, handler.sp, handler.fp, handle)
@@ -119,7 +124,9 @@ struct Handler {
 ///
 /// # Safety
 ///
-/// As [`throw`].
+/// `activation` must be the live innermost activation of this thread, and
+/// `(pc, fp)` one of its frames on this stack (or zero), whose chain of
+/// frame records leads to the activation's catch frame.
 unsafe fn find_handler(
     activation: &Activation,
     tag: *const VMTagDefinition,
@@ -127,7 +134,9 @@ unsafe fn find_handler(
     mut fp: usize,
 ) -> Option<Handler> {
     let stop = activation.catch_fp();
-    // SAFETY: the activation is live, so is its store's code registry.
+    // SAFETY: `activation` is live (this function's `# Safety`), and the
+    // snapshot is used only inside this call, which `activation`'s borrow
+    // outlasts.
     let snapshot = unsafe { activation.code_snapshot() };
     while fp != 0 && fp < stop {
         if let Some((text_start, site, handlers)) = snapshot.exception_site(pc) {
@@ -154,8 +163,10 @@ unsafe fn find_handler(
                 }
             }
         }
-        // SAFETY: `fp` is a frame pointer of a live compiled frame of the
-        // activation (below its catch frame).
+        // SAFETY: the first `fp` is a live frame of the activation (this
+        // function's `# Safety`); each later one was read from the previous
+        // frame record and checked to lie above it and below the catch
+        // frame, so it is the next live record on this stack.
         let (next_fp, next_pc) = unsafe { arch::next_frame(fp) };
         if next_fp <= fp {
             break;

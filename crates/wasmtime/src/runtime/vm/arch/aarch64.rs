@@ -94,6 +94,14 @@ unsafe extern "C" {
     /// Records a catch point in `buf`, then calls
     /// `trampoline(callee, caller_vmctx, values)`. Returns 0 when the
     /// trampoline returns, 1 when [`wasmtime_mmu_longjmp`] jumps back.
+    ///
+    /// # Safety
+    ///
+    /// `buf` must be writable and stay in place, written by nothing else,
+    /// until this call returns; `trampoline` must be an entry trampoline
+    /// whose type matches `callee`, with `caller_vmctx` and `values` what it
+    /// expects. The second return is sound only if the frames it skips have
+    /// nothing to drop (see this module's documentation).
     pub fn wasmtime_mmu_catch(
         buf: *mut JmpBuf,
         trampoline: VMEntryTrampoline,
@@ -103,6 +111,12 @@ unsafe extern "C" {
     ) -> u32;
 
     /// Returns 1 from the `wasmtime_mmu_catch` call that filled `buf`.
+    ///
+    /// # Safety
+    ///
+    /// `buf` must have been filled by a `wasmtime_mmu_catch` call of this
+    /// stack that has not returned yet, and no frame between here and that
+    /// call may have anything to drop: they are abandoned.
     pub fn wasmtime_mmu_longjmp(buf: *const JmpBuf) -> !;
 }
 
@@ -113,7 +127,10 @@ unsafe extern "C" {
 ///
 /// `cx` must be the `ucontext_t` a signal handler received.
 pub unsafe fn ucontext_regs(cx: *mut libc::c_void) -> (usize, usize, usize) {
-    // SAFETY: per the contract, `cx` is a valid `ucontext_t`.
+    // SAFETY: `cx` is the `ucontext_t` the kernel handed the running signal
+    // handler (this function's `# Safety`): initialized and aligned, on the
+    // signal frame until the handler returns, which outlasts this borrow,
+    // and read by nothing else meanwhile.
     let cx = unsafe { &*cx.cast::<libc::ucontext_t>() };
     let m = &cx.uc_mcontext;
     (m.pc as usize, m.regs[29] as usize, m.sp as usize)
@@ -128,6 +145,10 @@ core::arch::global_asm!(include_str!("aarch64_mmu_poll.s"), options(raw));
 unsafe extern "C" {
     /// The MMU-poll trampoline (see `aarch64_mmu_poll.s`). Never called
     /// directly: the signal handler points an interrupted context at it.
+    ///
+    /// # Safety
+    ///
+    /// Must never be called; only its address is used, by the handler.
     fn wasmtime_mmu_poll_trampoline();
 }
 
@@ -163,7 +184,11 @@ unsafe extern "C" fn wasmtime_mmu_poll_from_trampoline(frame: *mut usize) {
 /// `cx` must be the `ucontext_t` a signal handler received for a fault at
 /// an MMU poll of compiled Wasm, whose activation has recorded the PC.
 pub unsafe fn redirect_to_mmu_poll_trampoline(cx: *mut libc::c_void) {
-    // SAFETY: per the contract, `cx` is a valid, writable `ucontext_t`.
+    // SAFETY: `cx` is the `ucontext_t` the kernel handed the running signal
+    // handler (this function's `# Safety`): initialized and aligned, on the
+    // signal frame until the handler returns, which outlasts this borrow.
+    // Only the handler's thread sees it, so the `&mut` is unique; the kernel
+    // reads the registers back from it at `sigreturn`.
     let cx = unsafe { &mut *cx.cast::<libc::ucontext_t>() };
     cx.uc_mcontext.pc = wasmtime_mmu_poll_trampoline as *const () as u64;
 }
@@ -190,7 +215,11 @@ pub unsafe fn repair_slot_poll(cx: *mut libc::c_void, code: &[u8], swap: SwapPag
     let Some(load) = mmu_poll::decode_aarch64_code(code) else {
         return false;
     };
-    // SAFETY: per the contract, `cx` is a valid, writable `ucontext_t`.
+    // SAFETY: `cx` is the `ucontext_t` the kernel handed the running signal
+    // handler (this function's `# Safety`): initialized and aligned, on the
+    // signal frame until the handler returns, which outlasts this borrow.
+    // Only the handler's thread sees it, so the `&mut` is unique; the kernel
+    // reads the registers back from it at `sigreturn`.
     let cx = unsafe { &mut *cx.cast::<libc::ucontext_t>() };
     let register = &mut cx.uc_mcontext.regs[usize::from(load.base)];
     if *register as usize != swap.unreadable || load.displacement != 0 {
@@ -218,7 +247,11 @@ pub fn unwind_trap_entry() -> usize {
 ///
 /// `cx` must be the `ucontext_t` a signal handler received.
 pub unsafe fn redirect(cx: *mut libc::c_void, target: usize) {
-    // SAFETY: per the contract, `cx` is a valid, writable `ucontext_t`.
+    // SAFETY: `cx` is the `ucontext_t` the kernel handed the running signal
+    // handler (this function's `# Safety`): initialized and aligned, on the
+    // signal frame until the handler returns, which outlasts this borrow.
+    // Only the handler's thread sees it, so the `&mut` is unique; the kernel
+    // reads the registers back from it at `sigreturn`.
     let cx = unsafe { &mut *cx.cast::<libc::ucontext_t>() };
     let m = &mut cx.uc_mcontext;
     m.regs[30] = m.pc;
@@ -234,9 +267,10 @@ pub unsafe fn redirect(cx: *mut libc::c_void, target: usize) {
 /// `fp` must be the frame pointer of a live frame with a frame record
 /// (`[fp]` = caller's fp, `[fp + 8]` = return address).
 pub unsafe fn next_frame(fp: usize) -> (usize, usize) {
-    // SAFETY: the caller guarantees `fp` is a live frame's frame pointer
-    // with the saved frame pointer at `[fp]` and the return address at
-    // `[fp + 8]`, so both words are mapped and initialized.
+    // SAFETY: this function's `# Safety` makes `fp` the frame pointer of a
+    // live frame whose record holds the saved frame pointer at `[fp]` and
+    // the return address at `[fp + 8]`: both words are on a live stack,
+    // initialized, and 8-aligned (AAPCS64 keeps records 16-aligned).
     unsafe { (*(fp as *const usize), *((fp + 8) as *const usize)) }
 }
 
@@ -249,11 +283,16 @@ pub unsafe fn next_frame(fp: usize) -> (usize, usize) {
 ///
 /// # Safety
 ///
-/// As on x86_64: `pc` must be a handler of a `try_call` in the live frame
-/// `(sp, fp)`, above every frame still to be abandoned, none of which has
-/// anything to drop.
+/// `pc` must be a handler of a `try_call` in the live frame `(sp, fp)` of
+/// the current stack, above every frame still to be abandoned, none of
+/// which has anything to drop.
 pub unsafe fn resume_to_exception_handler(pc: usize, sp: usize, fp: usize, payload: usize) -> ! {
-    // SAFETY: per the contract, the handler expects exactly this state.
+    // SAFETY: by this function's `# Safety`, `pc` is a handler of a
+    // `try_call` in the live frame `(sp, fp)` of this stack, which treats
+    // every register but `sp`, `x29` and `x0` as clobbered; those three are
+    // set here. The frames below it, which moving `sp` abandons, have
+    // nothing to drop. Operands cannot be `sp` or `x29` (reserved) nor `x0`
+    // (taken), so `pc` survives the two moves.
     unsafe {
         core::arch::asm!(
             "mov sp, {sp}",

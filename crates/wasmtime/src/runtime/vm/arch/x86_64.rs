@@ -87,6 +87,14 @@ unsafe extern "C" {
     /// Records a catch point in `buf`, then calls
     /// `trampoline(callee, caller_vmctx, values)`. Returns 0 when the
     /// trampoline returns, 1 when [`wasmtime_mmu_longjmp`] jumps back.
+    ///
+    /// # Safety
+    ///
+    /// `buf` must be writable and stay in place, written by nothing else,
+    /// until this call returns; `trampoline` must be an entry trampoline
+    /// whose type matches `callee`, with `caller_vmctx` and `values` what it
+    /// expects. The second return is sound only if the frames it skips have
+    /// nothing to drop (see this module's documentation).
     pub fn wasmtime_mmu_catch(
         buf: *mut JmpBuf,
         trampoline: VMEntryTrampoline,
@@ -96,6 +104,12 @@ unsafe extern "C" {
     ) -> u32;
 
     /// Returns 1 from the `wasmtime_mmu_catch` call that filled `buf`.
+    ///
+    /// # Safety
+    ///
+    /// `buf` must have been filled by a `wasmtime_mmu_catch` call of this
+    /// stack that has not returned yet, and no frame between here and that
+    /// call may have anything to drop: they are abandoned.
     pub fn wasmtime_mmu_longjmp(buf: *const JmpBuf) -> !;
 }
 
@@ -105,7 +119,10 @@ unsafe extern "C" {
 ///
 /// `cx` must be the `ucontext_t` a signal handler received.
 pub unsafe fn ucontext_regs(cx: *mut libc::c_void) -> (usize, usize, usize) {
-    // SAFETY: per the contract, `cx` is a valid `ucontext_t`.
+    // SAFETY: `cx` is the `ucontext_t` the kernel handed the running signal
+    // handler (this function's `# Safety`): initialized and aligned, on the
+    // signal frame until the handler returns, which outlasts this borrow,
+    // and read by nothing else meanwhile.
     let cx = unsafe { &*cx.cast::<libc::ucontext_t>() };
     let gregs = &cx.uc_mcontext.gregs;
     (
@@ -148,6 +165,11 @@ core::arch::global_asm!(
 );
 
 unsafe extern "C" {
+    /// The entry above, which calls `unwind_trap`.
+    ///
+    /// # Safety
+    ///
+    /// Must never be called; only its address is used, by the handler.
     fn wasmtime_mmu_unwind_trap_entry();
 }
 
@@ -167,6 +189,10 @@ core::arch::global_asm!(
 unsafe extern "C" {
     /// The MMU-poll trampoline (see `x86_64_mmu_poll.s`). Never called
     /// directly: the signal handler points an interrupted context at it.
+    ///
+    /// # Safety
+    ///
+    /// Must never be called; only its address is used, by the handler.
     fn wasmtime_mmu_poll_trampoline();
 }
 
@@ -180,7 +206,11 @@ unsafe extern "C" {
 /// `cx` must be the `ucontext_t` a signal handler received for a fault at
 /// an MMU poll of compiled Wasm, whose activation has recorded the PC.
 pub unsafe fn redirect_to_mmu_poll_trampoline(cx: *mut libc::c_void) {
-    // SAFETY: per the contract, `cx` is a valid, writable `ucontext_t`.
+    // SAFETY: `cx` is the `ucontext_t` the kernel handed the running signal
+    // handler (this function's `# Safety`): initialized and aligned, on the
+    // signal frame until the handler returns, which outlasts this borrow.
+    // Only the handler's thread sees it, so the `&mut` is unique; the kernel
+    // reads the registers back from it at `sigreturn`.
     let cx = unsafe { &mut *cx.cast::<libc::ucontext_t>() };
     cx.uc_mcontext.gregs[libc::REG_RIP as usize] = wasmtime_mmu_poll_trampoline as *const () as i64;
 }
@@ -226,7 +256,11 @@ pub unsafe fn repair_slot_poll(cx: *mut libc::c_void, code: &[u8], swap: SwapPag
         15 => libc::REG_R15,
         _ => return false,
     } as usize;
-    // SAFETY: per the contract, `cx` is a valid, writable `ucontext_t`.
+    // SAFETY: `cx` is the `ucontext_t` the kernel handed the running signal
+    // handler (this function's `# Safety`): initialized and aligned, on the
+    // signal frame until the handler returns, which outlasts this borrow.
+    // Only the handler's thread sees it, so the `&mut` is unique; the kernel
+    // reads the registers back from it at `sigreturn`.
     let cx = unsafe { &mut *cx.cast::<libc::ucontext_t>() };
     let register = &mut cx.uc_mcontext.gregs[index];
     if *register as usize != swap.unreadable || load.displacement != 0 {
@@ -245,7 +279,11 @@ pub unsafe fn repair_slot_poll(cx: *mut libc::c_void, code: &[u8], swap: SwapPag
 ///
 /// `cx` must be the `ucontext_t` a signal handler received.
 pub unsafe fn redirect(cx: *mut libc::c_void, target: usize) {
-    // SAFETY: per the contract, `cx` is a valid, writable `ucontext_t`.
+    // SAFETY: `cx` is the `ucontext_t` the kernel handed the running signal
+    // handler (this function's `# Safety`): initialized and aligned, on the
+    // signal frame until the handler returns, which outlasts this borrow.
+    // Only the handler's thread sees it, so the `&mut` is unique; the kernel
+    // reads the registers back from it at `sigreturn`.
     let cx = unsafe { &mut *cx.cast::<libc::ucontext_t>() };
     let gregs = &mut cx.uc_mcontext.gregs;
     let sp = gregs[libc::REG_RSP as usize] as usize;
@@ -262,9 +300,10 @@ pub unsafe fn redirect(cx: *mut libc::c_void, target: usize) {
 /// `fp` must be the frame pointer of a live frame that keeps frame
 /// pointers (`[fp]` = caller's fp, `[fp + 8]` = return address).
 pub unsafe fn next_frame(fp: usize) -> (usize, usize) {
-    // SAFETY: the caller guarantees `fp` is a live frame's frame pointer
-    // with the saved frame pointer at `[fp]` and the return address at
-    // `[fp + 8]`, so both words are mapped and initialized.
+    // SAFETY: this function's `# Safety` makes `fp` the frame pointer of a
+    // live frame with the saved frame pointer at `[fp]` and the return
+    // address at `[fp + 8]`: both words are on a live stack, initialized,
+    // and 8-aligned (a frame pointer is 16-aligned), and only read here.
     unsafe { (*(fp as *const usize), *((fp + 8) as *const usize)) }
 }
 
@@ -280,7 +319,12 @@ pub unsafe fn next_frame(fp: usize) -> (usize, usize) {
 /// which has anything to drop. The `try_call` treated every register as
 /// clobbered, so none but `rsp`, `rbp` and the payload needs a value.
 pub unsafe fn resume_to_exception_handler(pc: usize, sp: usize, fp: usize, payload: usize) -> ! {
-    // SAFETY: per the contract, the handler expects exactly this state.
+    // SAFETY: by this function's `# Safety`, `pc` is a handler of a
+    // `try_call` in the live frame `(sp, fp)` of this stack, which treats
+    // every register but `rsp`, `rbp` and `rax` as clobbered; those three
+    // are set here. The frames below it, which moving `rsp` abandons, have
+    // nothing to drop. Operands cannot be `rsp` or `rbp` (reserved) nor
+    // `rax` (taken), so `pc` survives the two moves.
     unsafe {
         core::arch::asm!(
             "mov rsp, {sp}",

@@ -766,8 +766,9 @@ unsafe fn pagemap_scan(fd: RawFd, arg: &mut pm_scan_arg) -> io::Result<usize> {
     loop {
         // SAFETY: `arg` is a live, exclusively borrowed `pm_scan_arg`, the
         // type `PAGEMAP_SCAN` is encoded with; the kernel writes only
-        // `walk_end` back into it, and regions only into `vec`, which the
-        // caller vouches for. A retry after `EINTR` starts over from the
+        // `walk_end` back into it, and regions only into `vec`, which this
+        // function's `# Safety` makes `vec_len` writable entries that
+        // nothing else accesses. A retry after `EINTR` starts over from the
         // unchanged `start`: nothing of the interrupted call was reported.
         let rc = unsafe { libc::ioctl(fd, PAGEMAP_SCAN, &raw mut *arg) };
         if let Ok(n) = usize::try_from(rc) {
@@ -981,8 +982,10 @@ mod tests {
         }
 
         fn read(&self, index: usize) -> u8 {
-            // SAFETY: as for `write`; volatile so that the read (which maps
-            // the zero page or the file's page) really happens.
+            // SAFETY: `page_ptr` checked that the page is inside this
+            // mapping, the tests only read accessible pages, and a `u8`
+            // needs no alignment; volatile so that the read (which maps the
+            // zero page or the file's page) really happens.
             unsafe { ptr::read_volatile(self.page_ptr(index)) }
         }
 
@@ -1028,7 +1031,9 @@ mod tests {
         }
 
         fn protect(&self) {
-            // SAFETY: this test's own mapping.
+            // SAFETY: the whole range is this mapping, mapped for its full
+            // length and owned by the test alone, so its protection state is
+            // no one else's record of writes.
             unsafe { tracker().write_protect(self.ptr, self.len).unwrap() };
         }
     }
@@ -1284,7 +1289,9 @@ mod tests {
             .unwrap_err();
         eprintln!("written_since_protect on an unregistered range: {err:#}");
         assert!(out.is_empty());
-        // SAFETY: this test's own mapping.
+        // SAFETY: the range is `m`, mapped for its full length and owned by
+        // this test alone, so protecting it (were it registered) would
+        // touch no one else's record of writes.
         let err = unsafe { tracker().write_protect(m.ptr, m.len) }.unwrap_err();
         eprintln!("write_protect on an unregistered range: {err:#}");
         if tracker().write_protect_available() {
@@ -1373,7 +1380,9 @@ mod tests {
         assert_eq!(rc, 0);
         m.register_and_protect();
         assert_eq!(m.written(), vec![]);
-        // SAFETY: as above.
+        // SAFETY: pages 16..32 lie inside this test's own mapping (checked
+        // by `page_ptr` for the first, 64 pages in all), and nothing uses
+        // them yet, so making them accessible affects no one.
         let rc = unsafe {
             libc::mprotect(
                 m.page_ptr(16).cast(),
@@ -1449,7 +1458,9 @@ mod tests {
             let _ = m.read(9);
             assert_eq!(m.written(), pages(&[2, 3]), "file: {file}");
             // Protect only what holds data, pages 2 and 3.
-            // SAFETY: this test's own, registered mapping.
+            // SAFETY: pages 2 and 3 lie inside this test's own mapping,
+            // registered above and used by no one else, so protecting them
+            // erases no one else's record of writes.
             unsafe { tracker().write_protect(m.page_ptr(2), 2 * page()).unwrap() };
             assert_eq!(m.written(), vec![], "file: {file}");
             m.write(12, 1);

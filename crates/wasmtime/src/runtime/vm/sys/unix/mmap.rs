@@ -35,7 +35,9 @@ pub struct Mmap {
 // SAFETY: an `Mmap` is just an owned address range; the bytes are accessed
 // through raw pointers whose users synchronize as they need.
 unsafe impl Send for Mmap {}
-// SAFETY: as above; `&Mmap` gives no access to the bytes by itself.
+// SAFETY: `&Mmap` gives no access to the bytes by itself: the safe methods
+// only read `ptr` and `len`, and whatever touches the bytes or changes
+// their protection is `unsafe` and synchronizes as its user needs.
 unsafe impl Sync for Mmap {}
 
 impl Mmap {
@@ -92,7 +94,9 @@ impl Mmap {
     ///
     /// # Safety
     ///
-    /// As for [`Mmap::map_file_private`].
+    /// Nothing may truncate or write `file` while the mapping lives: a
+    /// truncation turns reads of the lost pages into `SIGBUS`, and writes by
+    /// others may show through pages this process has not written.
     pub unsafe fn map_file_range_private(
         file: &std::fs::File,
         range: std::ops::Range<u64>,
@@ -198,7 +202,9 @@ impl Mmap {
         }
         self.check_range(offset, len, "protection change")?;
         // SAFETY: the range is inside this mapping (checked above); the
-        // caller vouches that nobody relies on the old protection.
+        // caller guarantees (this function's `# Safety`) that nothing relies
+        // on access the change removes, and that code made executable is
+        // complete.
         let rc = unsafe { libc::mprotect(self.ptr.as_ptr().add(offset).cast(), len, prot) };
         if rc != 0 {
             bail!(
@@ -230,7 +236,8 @@ impl Mmap {
     /// # Safety
     ///
     /// In mprotect mode nothing may rely on writing the range, which
-    /// becomes read-only. Otherwise as for [`Mmap::protect`].
+    /// becomes read-only. In either mode nothing may rely on access that
+    /// the new protection removes.
     pub unsafe fn make_poll_page(
         &self,
         offset: usize,
@@ -238,10 +245,15 @@ impl Mmap {
         mode: MmuInterruptionMode,
     ) -> Result<()> {
         if mode == MmuInterruptionMode::PointerSwap {
-            // SAFETY: forwarded to the caller.
+            // SAFETY: `make_accessible` only requires that nothing rely on
+            // the range being executable, which this function's `# Safety`
+            // covers (no one relies on access the change removes); it
+            // checks the bounds itself.
             return unsafe { self.make_accessible(offset, len) };
         }
-        // SAFETY: forwarded to the caller (`protect` checks the bounds).
+        // SAFETY: read-only removes write (and any execute) access, and
+        // this function's `# Safety` says nothing relies on either in this
+        // mode; it makes nothing executable, and `protect` checks the bounds.
         unsafe { self.protect(offset, len, libc::PROT_READ)? };
         // SAFETY: the range is inside this private anonymous mapping
         // (checked by `protect` above); the advice only changes what a fork
@@ -266,9 +278,12 @@ impl Mmap {
     ///
     /// # Safety
     ///
-    /// See [`Mmap::protect`].
+    /// Nothing may rely on the range being executable (this removes
+    /// execute access).
     pub unsafe fn make_accessible(&self, offset: usize, len: usize) -> Result<()> {
-        // SAFETY: forwarded to the caller.
+        // SAFETY: read-write removes only execute access, on which this
+        // function's `# Safety` says nothing relies, and makes nothing
+        // executable; `protect` checks the bounds.
         unsafe { self.protect(offset, len, libc::PROT_READ | libc::PROT_WRITE) }
     }
 
@@ -277,9 +292,12 @@ impl Mmap {
     ///
     /// # Safety
     ///
-    /// See [`Mmap::protect`].
+    /// Nothing may still write the range, and the code in it must be fully
+    /// written: it may run as soon as this returns.
     pub unsafe fn make_executable(&self, offset: usize, len: usize) -> Result<()> {
-        // SAFETY: forwarded to the caller.
+        // SAFETY: this function's `# Safety` says nothing writes the range
+        // any more and its code is complete, which is all that removing write
+        // access and adding execute access need; `protect` checks the bounds.
         unsafe { self.protect(offset, len, libc::PROT_READ | libc::PROT_EXEC) }
     }
 }
@@ -500,8 +518,8 @@ fn huge_pages_unasked() -> bool {
 ///
 /// # Safety
 ///
-/// As for `mmap(2)`: with `MAP_FIXED`, `[addr, addr + len)` must be the
-/// caller's to replace, and nothing may use its old contents.
+/// With `MAP_FIXED`, `[addr, addr + len)` must be the caller's to replace,
+/// and nothing may use its old contents. Without it, `addr` is only a hint.
 unsafe fn raw_mmap(
     addr: *mut u8,
     len: usize,
@@ -510,7 +528,9 @@ unsafe fn raw_mmap(
     (fd, offset): (std::os::fd::RawFd, libc::off_t),
     what: &str,
 ) -> Result<NonNull<u8>> {
-    // SAFETY: forwarded to the caller.
+    // SAFETY: without `MAP_FIXED` the kernel picks free address space, so
+    // the new mapping replaces nothing; with it, this function's `# Safety`
+    // makes the replaced range the caller's, with its old contents unused.
     let ptr = unsafe { libc::mmap(addr.cast(), len, prot, flags, fd, offset) };
     if ptr == libc::MAP_FAILED {
         bail!("{what} ({len:#x} bytes): {}", io::Error::last_os_error());
