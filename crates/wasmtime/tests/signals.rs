@@ -84,23 +84,46 @@ fn default_action_still_kills() {
     assert_eq!(out.status.signal(), Some(libc::SIGSEGV), "{out:?}");
 }
 
+fn illegal_instruction() {
+    // SAFETY: deliberately raising SIGILL outside of Wasm; the process ends
+    // in the handler or by the default action.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::asm!("ud2")
+    };
+    // SAFETY: as on x86_64: the fault ends the process.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        std::arch::asm!("udf #0")
+    };
+}
+
 #[test]
 fn default_action_for_sigill() {
     if is_child("default_action_for_sigill") {
         install(libc::SIGILL, libc::SIG_DFL, false);
         let _engine = Engine::default();
-        // SAFETY: deliberately raising SIGILL outside of Wasm.
-        #[cfg(target_arch = "x86_64")]
-        unsafe {
-            std::arch::asm!("ud2")
-        };
-        #[cfg(target_arch = "aarch64")]
-        unsafe {
-            std::arch::asm!("udf #0")
-        };
+        illegal_instruction();
         return;
     }
     let out = run_child("default_action_for_sigill");
+    assert_eq!(out.status.signal(), Some(libc::SIGILL), "{out:?}");
+}
+
+/// `SIG_DFL` installed together with `SA_SIGINFO` is still the default
+/// action, not a handler at address 0: calling it would fault with
+/// `SIGSEGV`, and the process would die of the wrong signal.
+#[test]
+fn default_action_set_with_siginfo_flag() {
+    let name = "default_action_set_with_siginfo_flag";
+    if is_child(name) {
+        install(libc::SIGILL, libc::SIG_DFL, true);
+        install(libc::SIGSEGV, libc::SIG_DFL, false);
+        let _engine = Engine::default();
+        illegal_instruction();
+        return;
+    }
+    let out = run_child(name);
     assert_eq!(out.status.signal(), Some(libc::SIGILL), "{out:?}");
 }
 

@@ -38,8 +38,10 @@ const SIGNALS: [libc::c_int; 4] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, li
 /// read.
 struct PreviousActions(UnsafeCell<[MaybeUninit<libc::sigaction>; 4]>);
 
-// SAFETY: written only inside `INIT.call_once` before any handler can read
-// it, read-only afterwards.
+// SAFETY: each slot is written once, inside `INIT.call_once` (one thread),
+// by a `sigaction` call that only reads the disposition, and our handler
+// for that signal is installed only after that call has returned. The
+// handler is the only other reader, so every read follows the one write.
 unsafe impl Sync for PreviousActions {}
 
 static PREVIOUS: PreviousActions =
@@ -51,22 +53,41 @@ static INIT: Once = Once::new();
 pub fn init_traps() {
     INIT.call_once(|| {
         for (i, &signal) in SIGNALS.iter().enumerate() {
-            // SAFETY: `sigaction` with a zeroed struct and an
-            // `SA_SIGINFO` handler of the right signature is sound; the
-            // previous action is written into its slot before the new
-            // handler can run.
-            unsafe {
+            // The previous action is read by a call of its own, before ours
+            // is installed: a single call that installs and returns the old
+            // action copies the old one out only after ours is in place, and
+            // a fault on another thread in that instant would run our
+            // handler, which could chain to an unwritten slot.
+            // SAFETY: `INIT` runs this once, so this thread is the only
+            // writer of slot `i`, and no handler reads it yet (ours is not
+            // installed for `signal`); `sigaction` with a null new action
+            // only writes the current one into the slot.
+            let rc = unsafe {
+                let prev = (*PREVIOUS.0.get())[i].as_mut_ptr();
+                libc::sigaction(signal, ptr::null(), prev)
+            };
+            if rc != 0 {
+                panic!(
+                    "unable to read the previous signal handler: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+            // SAFETY: all-zero bytes are a valid `sigaction` (integers, a
+            // signal mask, nullable addresses), `trap_handler` has the
+            // three-argument signature `SA_SIGINFO` calls, and the slot it
+            // chains to was filled above.
+            let rc = unsafe {
                 let mut action: libc::sigaction = mem::zeroed();
                 action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_NODEFER;
                 action.sa_sigaction = trap_handler as *const () as usize;
                 libc::sigemptyset(&mut action.sa_mask);
-                let prev = (*PREVIOUS.0.get())[i].as_mut_ptr();
-                if libc::sigaction(signal, &action, prev) != 0 {
-                    panic!(
-                        "unable to install signal handler: {}",
-                        std::io::Error::last_os_error()
-                    );
-                }
+                libc::sigaction(signal, &action, ptr::null_mut())
+            };
+            if rc != 0 {
+                panic!(
+                    "unable to install signal handler: {}",
+                    std::io::Error::last_os_error()
+                );
             }
         }
     });
@@ -82,7 +103,10 @@ unsafe extern "C" fn trap_handler(
     info: *mut libc::siginfo_t,
     context: *mut libc::c_void,
 ) {
-    // SAFETY: arguments as the kernel passed them.
+    // SAFETY: the kernel calls this handler (installed with `SA_SIGINFO`
+    // by `init_traps`) with `info` and `context` pointing at the
+    // `siginfo_t` and `ucontext_t` it put on this thread's signal frame for
+    // `signum`, valid until we return: exactly what the three callees need.
     unsafe {
         if !handle_trap(signum, info, context) {
             abort_on_fiber_guard_hit(signum, info);
@@ -99,20 +123,24 @@ unsafe extern "C" fn trap_handler(
 ///
 /// # Safety
 ///
-/// As for [`trap_handler`].
+/// `info` must be the `siginfo_t` the kernel passed to [`trap_handler`]
+/// for `signum`.
 unsafe fn abort_on_fiber_guard_hit(signum: libc::c_int, info: *mut libc::siginfo_t) {
     if signum != libc::SIGSEGV && signum != libc::SIGBUS {
         return;
     }
     let (guard_start, bottom) = current_fiber_stack();
-    // SAFETY: for these signals the kernel fills `si_addr`.
+    // SAFETY: `info` is the kernel's `siginfo_t` for this signal (this
+    // function's `# Safety`), alive until the handler returns, and for
+    // `SIGSEGV` and `SIGBUS` the kernel fills `si_addr`.
     let addr = unsafe { (*info).si_addr() } as usize;
     if guard_start == 0 || addr < guard_start || addr >= bottom {
         return;
     }
     const MSG: &[u8] = b"wasmtime: stack overflow on an async fiber stack (host code ran out of \
 `Config::async_stack_size`); aborting\n";
-    // SAFETY: `write` and `abort` are async-signal-safe.
+    // SAFETY: `write` and `abort` are async-signal-safe, and `write` reads
+    // `MSG.len()` bytes of a static string.
     unsafe {
         libc::write(libc::STDERR_FILENO, MSG.as_ptr().cast(), MSG.len());
         libc::abort();
@@ -126,7 +154,8 @@ unsafe fn abort_on_fiber_guard_hit(signum: libc::c_int, info: *mut libc::siginfo
 ///
 /// # Safety
 ///
-/// As for [`trap_handler`].
+/// `info` and `context` must be the `siginfo_t` and `ucontext_t` the kernel
+/// passed to [`trap_handler`] for `signum`, on the thread running it.
 unsafe fn handle_trap(
     signum: libc::c_int,
     info: *mut libc::siginfo_t,
@@ -136,22 +165,29 @@ unsafe fn handle_trap(
     if activation.is_null() {
         return false;
     }
-    // SAFETY: `context` is the kernel's `ucontext_t`.
+    // SAFETY: `context` is the `ucontext_t` the kernel passed to this
+    // thread's running handler (this function's `# Safety`).
     let (pc, fp, _sp) = unsafe { arch::ucontext_regs(context) };
     // SAFETY: an activation is unlinked before its frame goes away, so the
     // innermost one is live while its thread runs (and this thread is the
     // one that faulted).
     let activation = unsafe { &*activation };
-    // SAFETY: the activation is live (above).
+    // SAFETY: `lookup_trap` needs a live activation: this one stays linked,
+    // in its `call_wasm` frame, until that frame returns, which cannot
+    // happen while this handler has its thread interrupted.
     let Some(kind) = (unsafe { activation.lookup_trap(pc) }) else {
         return false;
     };
     if kind == TrapSiteKind::MmuPoll {
-        // SAFETY: as for this function.
+        // SAFETY: `info` and `context` are the kernel's for this signal on
+        // this thread (this function's `# Safety`), `activation` is the live
+        // innermost activation, and `lookup_trap` just found `pc` to be one
+        // of its MMU poll sites.
         return unsafe { redirect_mmu_poll(signum, info, context, activation, pc) };
     }
     let fault_addr = if signum == libc::SIGSEGV || signum == libc::SIGBUS {
-        // SAFETY: for these signals the kernel fills `si_addr`.
+        // SAFETY: `info` is the kernel's `siginfo_t` for this signal (this
+        // function's `# Safety`), and for these signals it fills `si_addr`.
         Some(unsafe { (*info).si_addr() } as usize)
     } else {
         None
@@ -181,8 +217,10 @@ const SEGV_ACCERR: libc::c_int = 2;
 ///
 /// # Safety
 ///
-/// As for [`trap_handler`]; `activation` is the live innermost activation
-/// and `pc` one of its MMU poll sites.
+/// `info` and `context` must be the `siginfo_t` and `ucontext_t` the kernel
+/// passed to [`trap_handler`] for `signum`, on the thread running it.
+/// `activation` must be that thread's live innermost activation and `pc`
+/// one of its MMU poll sites.
 unsafe fn redirect_mmu_poll(
     signum: libc::c_int,
     info: *mut libc::siginfo_t,
@@ -193,7 +231,8 @@ unsafe fn redirect_mmu_poll(
     if signum != libc::SIGSEGV {
         return false;
     }
-    // SAFETY: for `SIGSEGV` the kernel fills `si_code` and `si_addr`.
+    // SAFETY: `info` is the kernel's `siginfo_t` for this `SIGSEGV` (this
+    // function's `# Safety`), which has `si_code` and `si_addr` filled.
     let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
     // SAFETY: we are the handler of a fault at one of the activation's
     // poll sites, on its thread.
@@ -205,9 +244,10 @@ unsafe fn redirect_mmu_poll(
     // again when it runs after the interrupt.
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     if let Some(swap) = activation.mmu_swap_pages() {
-        // SAFETY: the activation is live (caller contract) and `pc` is one
-        // of its poll sites; `context` is the kernel's `ucontext_t` for the
-        // fault at `pc`.
+        // SAFETY: the activation is live (this function's `# Safety`), as
+        // `code_from` needs, and `pc` is one of its poll sites, so `code`
+        // starts at the faulting instruction; `context` is the kernel's
+        // `ucontext_t` for that fault, as `repair_slot_poll` needs.
         let repaired = unsafe {
             activation
                 .code_from(pc)
@@ -241,7 +281,8 @@ unsafe fn redirect_mmu_poll(
 ///
 /// # Safety
 ///
-/// As for [`trap_handler`].
+/// `info` and `context` must be the `siginfo_t` and `ucontext_t` the kernel
+/// passed to [`trap_handler`] for `signum`, on the thread running it.
 unsafe fn chain_to_previous(
     signum: libc::c_int,
     info: *mut libc::siginfo_t,
@@ -250,28 +291,39 @@ unsafe fn chain_to_previous(
     let Some(i) = SIGNALS.iter().position(|&s| s == signum) else {
         return;
     };
-    // SAFETY: `INIT` wrote every slot before installing this handler.
+    // SAFETY: this handler runs for `signum` only after `init_traps`
+    // installed it, which it did after a call of its own had filled slot
+    // `i` with the previous action; nothing writes the slot again.
     let prev = unsafe { &*(*PREVIOUS.0.get())[i].as_ptr() };
-    if prev.sa_flags & libc::SA_SIGINFO != 0 {
-        // SAFETY: an `SA_SIGINFO` handler has this signature.
-        unsafe {
-            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
-                mem::transmute(prev.sa_sigaction);
-            f(signum, info, context);
-        }
-    } else if prev.sa_sigaction == libc::SIG_DFL || prev.sa_sigaction == libc::SIG_IGN {
+    // `SIG_DFL` and `SIG_IGN` are tested before the flags: they are not
+    // functions, whatever flags came with them, and a disposition set with
+    // `SA_SIGINFO` and `SIG_DFL` would otherwise be called at address 0.
+    if prev.sa_sigaction == libc::SIG_DFL || prev.sa_sigaction == libc::SIG_IGN {
         // Restore the default action and return: the instruction faults
         // again and the kernel applies it (for a synchronous fault it kills
         // the process even if the old disposition was "ignore").
-        // SAFETY: `sigaction` is async-signal-safe; the struct is valid.
+        // SAFETY: `sigaction` and `sigemptyset` are async-signal-safe, an
+        // all-zero `sigaction` is valid, and `dfl` is a local we own.
         unsafe {
             let mut dfl: libc::sigaction = mem::zeroed();
             dfl.sa_sigaction = libc::SIG_DFL;
             libc::sigemptyset(&mut dfl.sa_mask);
             libc::sigaction(signum, &dfl, ptr::null_mut());
         }
+    } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
+        // SAFETY: neither `SIG_DFL` nor `SIG_IGN`, and with `SA_SIGINFO` set
+        // the field holds a handler of this three-argument signature; it
+        // gets the kernel arguments it would have had without us (this
+        // function's `# Safety`), on the same thread and signal frame.
+        unsafe {
+            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                mem::transmute(prev.sa_sigaction);
+            f(signum, info, context);
+        }
     } else {
-        // SAFETY: a plain handler takes the signal number.
+        // SAFETY: without `SA_SIGINFO` and neither `SIG_DFL` nor `SIG_IGN`,
+        // the field holds the address of a plain `sa_handler`, which takes
+        // only the signal number.
         unsafe {
             let f: extern "C" fn(libc::c_int) = mem::transmute(prev.sa_sigaction);
             f(signum);
@@ -383,9 +435,11 @@ fn init_alt_stack_state() -> anyhow::Result<()> {
 }
 
 fn install_alt_stack() -> std::io::Result<()> {
-    // SAFETY: querying the current thread's alternate stack.
+    // SAFETY: `stack_t` is a C struct of a pointer, an `int` and a size, for
+    // which all-zero bytes are a valid value.
     let mut old: libc::stack_t = unsafe { mem::zeroed() };
-    // SAFETY: as above.
+    // SAFETY: a null new stack only queries: the kernel writes the current
+    // thread's settings into `old`, a valid, exclusively borrowed local.
     let rc = unsafe { libc::sigaltstack(ptr::null(), &mut old) };
     if rc == 0 && old.ss_flags & libc::SS_DISABLE == 0 && old.ss_size >= MIN_EXISTING_ALT_STACK {
         return Ok(());
@@ -393,21 +447,42 @@ fn install_alt_stack() -> std::io::Result<()> {
     let page = host_page_size();
     let mmap = Mmap::reserve(ALT_STACK_SIZE + page)
         .map_err(|_| std::io::Error::from_raw_os_error(libc::ENOMEM))?;
-    // SAFETY: the mapping is fresh; the first page stays a guard.
+    // SAFETY: the mapping was reserved just above and nothing else knows of
+    // it, so changing its protection affects no other user; the range
+    // `[page, page + ALT_STACK_SIZE)` is inside it, and the first page stays
+    // inaccessible as a guard.
     unsafe { mmap.make_accessible(page, ALT_STACK_SIZE) }
         .map_err(|_| std::io::Error::from_raw_os_error(libc::ENOMEM))?;
-    // SAFETY: `page` is within the mapping.
+    // SAFETY: the mapping is `ALT_STACK_SIZE + page` bytes long, so offset
+    // `page` stays inside it.
     let sp = unsafe { mmap.as_ptr().add(page) }.cast::<libc::c_void>();
     let stack = libc::stack_t {
         ss_sp: sp,
         ss_flags: 0,
         ss_size: ALT_STACK_SIZE,
     };
-    // SAFETY: the stack is mapped read-write and owned by this thread's
-    // TLS slot until the thread exits (its destructor disables it first).
-    if unsafe { libc::sigaltstack(&stack, ptr::null_mut()) } != 0 {
-        return Err(std::io::Error::last_os_error());
+    // The thread's slot takes the mapping before the kernel learns of it:
+    // a slot that can no longer be reached (the thread is running its
+    // thread-local destructors) drops the mapping here, while nothing
+    // points at it, instead of after `sigaltstack` had made it the stack
+    // that signals land on.
+    if ALT_STACK
+        .try_with(|s| *s.borrow_mut() = Some(AltStack { mmap, sp }))
+        .is_err()
+    {
+        return Err(std::io::Error::other(
+            "the thread is exiting (its thread-local state is gone)",
+        ));
     }
-    ALT_STACK.with(|s| *s.borrow_mut() = Some(AltStack { mmap, sp }));
+    // SAFETY: the stack is mapped read-write and held by this thread's
+    // slot, whose destructor disables it (if it is still the installed
+    // one) before unmapping it, so it outlives its use as a signal stack.
+    if unsafe { libc::sigaltstack(&stack, ptr::null_mut()) } != 0 {
+        let error = std::io::Error::last_os_error();
+        // Never installed: dropping it disables nothing (the destructor
+        // sees another stack installed) and only unmaps it.
+        ALT_STACK.with(|s| s.borrow_mut().take());
+        return Err(error);
+    }
     Ok(())
 }
