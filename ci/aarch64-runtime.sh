@@ -2,13 +2,14 @@
 # The Rust runtime on aarch64 (docs/mmu-interruption.md, "aarch64"): builds
 # the MMU interruption test suite (tests/mmu_interruption.rs, both arming
 # modes), the spec test runner (tests/spec.rs) and the WASI preview1 tests
-# (crates/wasi/tests/wasi.rs) for aarch64-unknown-linux-gnu and runs, under
-# qemu-aarch64, the MMU suite, the WASI tests and the spec files about
-# traps: out-of-bounds accesses, integer traps, stack exhaustion,
-# indirect-call checks, growth and tail calls (about half a minute; the
-# whole spec suite takes 15 minutes emulated and passed by hand on
-# 2026-12-06, but for the exception-handling files, which are x86_64
-# only).
+# (crates/wasi/tests/wasi.rs) and the public API's trap tests
+# (crates/wasmtime/tests/traps.rs) for aarch64-unknown-linux-gnu and runs,
+# under qemu-aarch64, the MMU suite, the WASI and trap tests and the spec
+# files about traps: out-of-bounds accesses, integer traps, stack
+# exhaustion, indirect-call checks, growth and tail calls (about half a
+# minute; the whole spec suite takes 15 minutes emulated and passed by
+# hand on 2026-12-06, but for the exception-handling files, which are
+# x86_64 only).
 #
 # There is no prebuilt aarch64 standard library here, so the build compiles
 # one from the toolchain's own sources (`-Zbuild-std`, with the rust-src
@@ -58,10 +59,18 @@ executable() {
 }
 exe="$(executable mmu_interruption)"
 spec="$(executable spec)"
-# A second command: `--test wasi` names a target of another package.
+# A second command: `--test wasi` and `--test traps` name targets of other
+# packages.
 cargo test -Zbuild-std=std,panic_abort,panic_unwind --target aarch64-unknown-linux-gnu \
-    --target-dir target/aarch64-std -p wasmtime-mmu-wasi --test wasi --no-run 2>&1 | tee "$log"
+    --target-dir target/aarch64-std -p wasmtime-mmu-wasi --test wasi -p wasmtime --test traps \
+    --no-run 2>&1 | tee "$log"
 wasi="$(executable wasi)"
+traps="$(executable traps)"
+
+# Traps through the public API: every trap kind, host errors and panics,
+# stack overflows, backtraces (one taken inside an epoch callback, which
+# needs the builtins' exit shims), cross-store misuse (about 5 s).
+qemu-aarch64 -L "$sysroot" "$traps"
 
 # WASI preview1 in-process: files and preopens, arguments, environment,
 # exit codes, bad guest pointers (about 15 s).

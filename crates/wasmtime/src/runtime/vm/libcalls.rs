@@ -50,7 +50,7 @@ macro_rules! define_builtin_array {
 
 /// The entry of a builtin in [`BUILTINS`]: the builtin itself, or for a
 /// builtin that may run embedder code, its exit-recording shim.
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 macro_rules! builtin_entry {
     (memory_grow) => {
         exit_shims::wasmtime_mmu_exit_memory_grow
@@ -75,8 +75,8 @@ macro_rules! builtin_entry {
     };
 }
 
-/// Elsewhere the builtins are called directly (see [`exit_shims`]).
-#[cfg(not(target_arch = "x86_64"))]
+/// Elsewhere the builtins are called directly (no exit shims).
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 macro_rules! builtin_entry {
     ($name:ident) => {
         $name
@@ -96,20 +96,21 @@ wasmtime_environ::foreach_builtin_function!(define_builtin_array);
 /// frame that called the builtin instead of at a stale exit.
 ///
 /// Each shim is entered by compiled code's call with the Wasm frame's
-/// frame pointer still in `rbp` and the return address at `[rsp]`; it
-/// uses only `rax` and `r11`, which the System V ABI lets a callee clobber
-/// and which carry no argument, and tail-jumps so the builtin sees its
-/// arguments and returns straight to the Wasm caller.
-///
-/// Not on aarch64 yet: there the builtins are called directly and such
-/// backtraces start at the last host-function exit.
-#[cfg(target_arch = "x86_64")]
+/// frame pointer still in place (`rbp`; `x29`) and the return address where
+/// the call put it (`[rsp]`; `x30`); it tail-jumps, so the builtin sees its
+/// arguments and returns straight to the Wasm caller. It uses only
+/// registers a callee may clobber that carry no argument: `rax` and `r11`
+/// under System V, `x16` under AAPCS64 (the intra-call scratch register,
+/// which a linker veneer may clobber at any call, so Cranelift never keeps
+/// a value in it across one).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod exit_shims {
     use wasmtime_environ::vm::{
         VMCTX_STORE_CONTEXT_OFFSET, VMSTORE_CONTEXT_LAST_WASM_EXIT_FP_OFFSET,
         VMSTORE_CONTEXT_LAST_WASM_EXIT_PC_OFFSET,
     };
 
+    #[cfg(target_arch = "x86_64")]
     macro_rules! exit_shims {
         ($($shim:ident => $builtin:ident;)*) => {
             $(
@@ -135,6 +136,46 @@ mod exit_shims {
         };
     }
 
+    // The offsets are small multiples of 8, which the scaled 12-bit
+    // immediates of `ldr`/`str` encode directly (checked below).
+    #[cfg(target_arch = "aarch64")]
+    macro_rules! exit_shims {
+        ($($shim:ident => $builtin:ident;)*) => {
+            $(
+                core::arch::global_asm!(
+                    ".text",
+                    ".p2align 4",
+                    concat!(".globl ", stringify!($shim)),
+                    concat!(".hidden ", stringify!($shim)),
+                    concat!(".type ", stringify!($shim), ",%function"),
+                    concat!(stringify!($shim), ":"),
+                    "ldr x16, [x0, #{store_context}]",
+                    "str x29, [x16, #{exit_fp}]",
+                    "str x30, [x16, #{exit_pc}]",
+                    "b {builtin}",
+                    concat!(".size ", stringify!($shim), ", . - ", stringify!($shim)),
+                    store_context = const VMCTX_STORE_CONTEXT_OFFSET,
+                    exit_fp = const VMSTORE_CONTEXT_LAST_WASM_EXIT_FP_OFFSET,
+                    exit_pc = const VMSTORE_CONTEXT_LAST_WASM_EXIT_PC_OFFSET,
+                    builtin = sym super::$builtin,
+                );
+            )*
+        };
+    }
+
+    #[cfg(target_arch = "aarch64")]
+    const _: () = {
+        const fn encodable(offset: u32) -> bool {
+            offset % 8 == 0 && offset < 8 * 4096
+        }
+        assert!(
+            encodable(VMCTX_STORE_CONTEXT_OFFSET)
+                && encodable(VMSTORE_CONTEXT_LAST_WASM_EXIT_FP_OFFSET)
+                && encodable(VMSTORE_CONTEXT_LAST_WASM_EXIT_PC_OFFSET),
+            "an exit shim's offset does not fit an ldr/str immediate"
+        );
+    };
+
     exit_shims! {
         wasmtime_mmu_exit_memory_grow => memory_grow;
         wasmtime_mmu_exit_table_grow => table_grow;
@@ -145,7 +186,7 @@ mod exit_shims {
     }
 
     // The shims have exactly their builtins' signatures: they change no
-    // argument register and return through the builtin's own `ret`.
+    // argument register and return through the builtin's own return.
     unsafe extern "C" {
         pub fn wasmtime_mmu_exit_memory_grow(vmctx: *mut u8, memory: u32, delta: u64) -> u64;
         pub fn wasmtime_mmu_exit_table_grow(
@@ -178,10 +219,13 @@ pub fn builtin_array() -> *const u8 {
 ///
 /// `vmctx` must be a live instance's `VMContext`.
 unsafe fn parts(vmctx: *mut u8) -> (*mut Instance, *mut StoreOpaque) {
-    // SAFETY: the caller guarantees `vmctx` is a live instance's
-    // `VMContext`, from which `from_vmctx` finds that instance.
+    // SAFETY: this function's `# Safety` makes `vmctx` a live instance's
+    // `VMContext`, so the back pointer `from_vmctx` reads in front of it
+    // leads to that instance. The `&mut` it returns becomes a raw pointer at
+    // once, so it never overlaps another borrow of the instance.
     let instance: *mut Instance = unsafe { Instance::from_vmctx(vmctx) };
-    // SAFETY: the instance is live.
+    // SAFETY: `instance` points at that live instance; the shared borrow
+    // lasts only while its `store` field (fixed at creation) is read.
     let store = unsafe { (*instance).store() };
     (instance, store)
 }
@@ -192,8 +236,9 @@ unsafe fn parts(vmctx: *mut u8) -> (*mut Instance, *mut StoreOpaque) {
 ///
 /// `store` must be live and not otherwise borrowed.
 unsafe fn fail(store: *mut StoreOpaque, trap: Trap) -> bool {
-    // SAFETY: the caller guarantees the store is live and not otherwise
-    // borrowed, so this one write through it races with nothing.
+    // SAFETY: this function's `# Safety` requires `store` to be live with no
+    // other borrow of it in use, so the `&mut` that `set_pending` takes is
+    // the only reference to the store, and it ends with the call.
     unsafe { (*store).set_pending(PendingError::Error(trap.into())) };
     false
 }
@@ -210,8 +255,9 @@ unsafe fn grow_result(store: *mut StoreOpaque, result: Result<Option<u64>>) -> u
         Ok(Some(old)) => old,
         Ok(None) => u64::MAX,
         Err(error) => {
-            // SAFETY: the caller guarantees this is the calling store, live
-            // and not otherwise borrowed during the write.
+            // SAFETY: this function's `# Safety` makes `store` the calling
+            // store, which is live while its Wasm runs, and forbids other
+            // borrows of it: the `&mut` of `set_pending` is the only one.
             unsafe { (*store).set_pending(PendingError::Error(error)) };
             GROW_FAILED_WITH_ERROR
         }
@@ -229,8 +275,12 @@ fn in_bounds(start: u64, len: u64, size: u64) -> bool {
 /// Only compiled code calls this, with its own instance `vmctx` and
 /// validated indices.
 unsafe extern "C" fn memory_grow(vmctx: *mut u8, memory: u32, delta_pages: u64) -> u64 {
-    // SAFETY: called by compiled code with its own `vmctx`; the memory
-    // index was validated.
+    // SAFETY: compiled code passes its own `vmctx` (this function's
+    // `# Safety`), so `parts` gets the live instance that runs it and its
+    // store, which keeps both for as long as that code can run. While the
+    // Wasm runs on this thread nothing else borrows either: the borrow of
+    // `memories` ends before `grow_memory` borrows the store mutably, and
+    // `grow_result` borrows it again only after that call has returned.
     unsafe {
         let (instance, store) = parts(vmctx);
         let id = (&(*instance).memories)[memory as usize];
@@ -252,7 +302,9 @@ unsafe extern "C" fn memory_fill(_vmctx: *mut u8, dst: usize, value: u32, len: u
     // SAFETY: compiled code emits this call only after checking the range
     // against the memory's current length (or deriving it from such a
     // range), so every byte is mapped read-write and belongs to a memory of
-    // the running instance, which cannot be freed while its code runs.
+    // the running instance, which cannot be freed while its code runs. No
+    // other thread can touch it (shared memories are refused) and no Rust
+    // reference into it is live while Wasm runs, so the write races nothing.
     unsafe { std::ptr::write_bytes(dst as *mut u8, value as u8, len as usize) }
 }
 
@@ -263,8 +315,12 @@ unsafe extern "C" fn memory_fill(_vmctx: *mut u8, dst: usize, value: u32, len: u
 /// Only compiled code calls this, with `[dst, dst + len)` and
 /// `[src, src + len)` inside linear memories (it has bounds-checked both).
 unsafe extern "C" fn memory_copy(_vmctx: *mut u8, dst: usize, src: usize, len: u64) {
-    // SAFETY: per the contract, both ranges are inside live linear
-    // memories; `copy` allows them to overlap.
+    // SAFETY: compiled code bounds-checked both ranges against their
+    // memories' current lengths before the call (this function's
+    // `# Safety`), so every byte is mapped (source readable, destination
+    // writable) in memories of the running instance, which outlive its code.
+    // Nothing else accesses them meanwhile (no shared memories, no Rust
+    // borrows while Wasm runs), and `copy` allows the two to overlap.
     unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len as usize) }
 }
 
@@ -282,7 +338,15 @@ unsafe extern "C" fn memory_init(
     src: u32,
     len: u32,
 ) -> bool {
-    // SAFETY: as for `memory_grow`; both ranges are bounds-checked.
+    // SAFETY: compiled code passes its own `vmctx` and a validated memory
+    // and data index, so `parts` gets the live instance and store, and
+    // `memory_definition_of` the definition compiled code uses (the
+    // instance's own, or the exporter's, which the store keeps alive). Both
+    // ranges are checked just below against the segment and the memory's
+    // current length before anything is copied, so `add` stays inside each
+    // allocation; the segment (module data) and the linear memory are
+    // different allocations, so they cannot overlap. Nothing else borrows
+    // the instance or store while this Wasm runs on this thread.
     unsafe {
         let (instance, store) = parts(vmctx);
         let m = &*(*instance).memory_definition_of(MemoryIndex::from_u32(memory));
@@ -308,7 +372,10 @@ unsafe extern "C" fn memory_init(
 /// Only compiled code calls this, with its own instance `vmctx` and
 /// validated indices.
 unsafe extern "C" fn data_drop(vmctx: *mut u8, data: u32) {
-    // SAFETY: as for `memory_grow`.
+    // SAFETY: compiled code passes its own `vmctx`, so `parts` gets the
+    // live instance that runs it. While its Wasm runs on this thread nothing
+    // else borrows the instance, so the `&mut` of `dropped_data` is unique;
+    // `get_mut` checks the index.
     unsafe {
         let (instance, _) = parts(vmctx);
         let flags = &mut (*instance).dropped_data;
@@ -325,7 +392,12 @@ unsafe extern "C" fn data_drop(vmctx: *mut u8, data: u32) {
 /// Only compiled code calls this, with its own instance `vmctx` and
 /// validated indices.
 unsafe extern "C" fn table_grow(vmctx: *mut u8, table: u32, delta: u64, init: usize) -> u64 {
-    // SAFETY: as for `memory_grow`.
+    // SAFETY: compiled code passes its own `vmctx`, so `parts` gets the live
+    // instance and its store, which outlive the running code. While that
+    // Wasm runs on this thread nothing else borrows them: the shared borrow
+    // of `tables` ends before `grow_table` borrows the store mutably, and
+    // `grow_result` borrows it only after that call. `init` is a reference
+    // of the table's type, as the validated code computed it.
     unsafe {
         let (instance, store) = parts(vmctx);
         let id = (&(*instance).tables)[table as usize];
@@ -347,7 +419,11 @@ unsafe extern "C" fn table_fill(
     value: usize,
     len: u64,
 ) -> bool {
-    // SAFETY: as for `memory_grow`.
+    // SAFETY: compiled code passes its own `vmctx`, so `parts` gets the live
+    // instance and its store. While that Wasm runs on this thread nothing
+    // else borrows them, so the `&mut` of the store's `tables` is unique; it
+    // ends before `fail` borrows the store again. `fill` checks the range,
+    // and `value` is a reference of the table's type (validated code).
     unsafe {
         let (instance, store) = parts(vmctx);
         let id = (&(*instance).tables)[table as usize];
@@ -372,7 +448,11 @@ unsafe extern "C" fn table_copy(
     src: u64,
     len: u64,
 ) -> bool {
-    // SAFETY: as for `memory_grow`.
+    // SAFETY: compiled code passes its own `vmctx`, so `parts` gets the live
+    // instance and its store. While that Wasm runs on this thread nothing
+    // else borrows them, so `tables` is the only borrow of the store's
+    // tables, and it ends before `fail` borrows the store again. The table
+    // methods check both ranges themselves.
     unsafe {
         let (instance, store) = parts(vmctx);
         let dst_id = (&(*instance).tables)[dst_table as usize];
@@ -407,7 +487,11 @@ unsafe extern "C" fn table_init(
     src: u32,
     len: u32,
 ) -> bool {
-    // SAFETY: as for `memory_grow`.
+    // SAFETY: compiled code passes its own `vmctx`, so `parts` gets the live
+    // instance and its store; nothing else borrows them while that Wasm runs
+    // on this thread. `element_items` only reads both through shared borrows
+    // and returns an owned `Vec`, so those borrows are over before the store
+    // is borrowed mutably (`set_pending`, `tables`, `fail`), one at a time.
     unsafe {
         let (instance, store) = parts(vmctx);
         let id = (&(*instance).tables)[table as usize];
@@ -436,7 +520,10 @@ unsafe extern "C" fn table_init(
 /// Only compiled code calls this, with its own instance `vmctx` and
 /// validated indices.
 unsafe extern "C" fn elem_drop(vmctx: *mut u8, elem: u32) {
-    // SAFETY: as for `memory_grow`.
+    // SAFETY: compiled code passes its own `vmctx`, so `parts` gets the
+    // live instance that runs it. While its Wasm runs on this thread nothing
+    // else borrows the instance, so the `&mut` of `dropped_elems` is unique;
+    // `get_mut` checks the index.
     unsafe {
         let (instance, _) = parts(vmctx);
         let flags = &mut (*instance).dropped_elems;
@@ -454,7 +541,11 @@ unsafe extern "C" fn elem_drop(vmctx: *mut u8, elem: u32) {
 /// Only compiled code calls this, with its own instance `vmctx` and
 /// validated indices.
 unsafe extern "C" fn new_epoch(vmctx: *mut u8) -> u64 {
-    // SAFETY: as for `memory_grow`.
+    // SAFETY: compiled code passes its own `vmctx` (this function's
+    // `# Safety`), so `parts` gets the live store whose Wasm called us on
+    // this thread. No reference to the store is in use here (`parts` hands
+    // out raw pointers), which is what `new_epoch` requires of its caller;
+    // `set_pending` borrows the store only after `new_epoch` has returned.
     unsafe {
         let (_, store) = parts(vmctx);
         match StoreOpaque::new_epoch(store) {
@@ -476,7 +567,11 @@ unsafe extern "C" fn new_epoch(vmctx: *mut u8) -> u64 {
 /// Only compiled code calls this, with its own instance `vmctx` and
 /// validated indices.
 unsafe extern "C" fn out_of_gas(vmctx: *mut u8) -> bool {
-    // SAFETY: as for `memory_grow`.
+    // SAFETY: compiled code passes its own `vmctx` (this function's
+    // `# Safety`), so `parts` gets the live store whose Wasm called us on
+    // this thread. No reference to the store is in use here (`parts` hands
+    // out raw pointers), which is what `out_of_gas` requires of its caller;
+    // `set_pending` borrows the store only after `out_of_gas` has returned.
     unsafe {
         let (_, store) = parts(vmctx);
         match StoreOpaque::out_of_gas(store) {
@@ -561,7 +656,8 @@ pub mod math {
                 a[(i & 0xf) as usize]
             };
         }
-        // SAFETY: as above.
+        // SAFETY: `[u8; 16]` and `__m128i` are both 16 bytes, and every bit
+        // pattern is a valid `__m128i`, so the bytes convert back unchanged.
         unsafe { std::mem::transmute::<[u8; 16], std::arch::x86_64::__m128i>(out) }
     }
 }
@@ -575,8 +671,12 @@ pub mod math {
 /// instance `vmctx`, a validated tag index and the tag's payload in
 /// `values`.
 unsafe extern "C" fn throw(vmctx: *mut u8, tag: u32, values: usize) {
-    // SAFETY: per the contract; `new_exception` has dropped everything it
-    // made by the time `throw` abandons this frame.
+    // SAFETY: compiled code passes its own `vmctx`, a validated tag index
+    // and the tag's payload (this function's `# Safety`), which is what
+    // `new_exception` needs; no reference into the store is in use. This
+    // frame then holds only raw pointers and integers, and `new_exception`
+    // has returned (dropping its locals), so `throw_from_exit` may abandon
+    // it. We were entered through the exit shim, as that function requires.
     unsafe {
         let (instance, store) = parts(vmctx);
         if let Some((handle, identity)) =
@@ -592,7 +692,11 @@ unsafe extern "C" fn throw(vmctx: *mut u8, tag: u32, values: usize) {
 ///
 /// # Safety
 ///
-/// As [`throw`].
+/// `instance` and `store` must be the calling instance and its store (from
+/// [`parts`] on compiled code's own `vmctx`), live and with no other
+/// reference to either in use; `tag` must be a tag of the instance's
+/// module, and `values` must point at one readable, 16-byte aligned
+/// `ValRaw` per parameter of the tag's type.
 #[inline(never)]
 unsafe fn new_exception(
     instance: *mut Instance,
@@ -600,8 +704,12 @@ unsafe fn new_exception(
     tag: TagIndex,
     values: usize,
 ) -> Option<(usize, *const VMTagDefinition)> {
-    // SAFETY: per the contract, the instance and store are live and idle,
-    // and `values` holds one slot per payload value of the tag's type.
+    // SAFETY: this function's `# Safety` makes `instance` and `store` live
+    // with no other borrow in use, so the shared borrow of the instance and
+    // the `&mut` borrows of the store (one at a time) are sound. It also
+    // makes `values` an aligned array of `count` readable `ValRaw`s (a
+    // stack slot in the throwing Wasm frame, alive during this call), which
+    // is copied into an owned box before anything else happens.
     unsafe {
         let instance = &*instance;
         let count = instance.module().info().tag_type(tag).params.len();
@@ -629,14 +737,20 @@ unsafe fn new_exception(
 /// # Safety
 ///
 /// Called from a builtin entered through its exit shim, with nothing left
-/// to drop.
+/// to drop, and with `store` the calling Wasm's store (from [`parts`]),
+/// which owns exception `handle` of tag `tag` and is not borrowed.
 unsafe fn throw_from_exit(
     store: *mut StoreOpaque,
     handle: usize,
     tag: *const VMTagDefinition,
 ) -> ! {
-    // SAFETY: the store context is live; the shim wrote the calling Wasm
-    // frame into it, and that frame belongs to the innermost activation.
+    // SAFETY: the store is live while its Wasm runs, and so is its
+    // `VMStoreContext`; nothing writes the context during the two reads.
+    // The exit shim we were entered through (this function's `# Safety`)
+    // stored the calling Wasm frame there, and that frame belongs to this
+    // thread's innermost activation, whose store owns `handle`. Our caller
+    // has nothing left to drop, and this frame holds only plain values, so
+    // `throw` may abandon both.
     unsafe {
         let ctx = &*(*store).vm_store_context_ptr();
         let (pc, fp) = (ctx.last_wasm_exit_pc, ctx.last_wasm_exit_fp);
@@ -651,8 +765,12 @@ unsafe fn throw_from_exit(
 /// Only compiled code calls this (through its exit shim), with its own
 /// instance `vmctx` and an `exnref` of its store.
 unsafe extern "C" fn throw_ref(vmctx: *mut u8, exn: usize) {
-    // SAFETY: per the contract; nothing here needs dropping when `throw`
-    // abandons the frame.
+    // SAFETY: compiled code passes its own `vmctx` (this function's
+    // `# Safety`), so `parts` gets its live store, which nothing else borrows
+    // while its Wasm runs here. The `&mut` from `get_mut` is last used to
+    // read `tag`, before the store is used again. This frame holds only
+    // plain values, so `throw_from_exit` may abandon it, and we were entered
+    // through the exit shim, as that function requires.
     unsafe {
         let (_, store) = parts(vmctx);
         let Some(exception) = (*store).exceptions.get_mut(exn) else {
@@ -674,9 +792,13 @@ unsafe extern "C" fn throw_ref(vmctx: *mut u8, exn: usize) {
 /// Only compiled code calls this, with its own instance `vmctx`, a caught
 /// exception of its store and room for its payload at `values`.
 unsafe extern "C" fn exn_payload(vmctx: *mut u8, exn: usize, values: usize, release: u32) {
-    // SAFETY: compiled code, the only caller, passes its own live instance's
-    // `vmctx`, an exception its store caught, and a payload area sized for
-    // the tag's values at `values`.
+    // SAFETY: compiled code, the only caller, passes its own `vmctx`, so
+    // `parts` gets its live store, which nothing else borrows while its Wasm
+    // runs here. `values` is a 16-byte aligned stack slot of the catching
+    // frame with one `ValRaw` per value of the caught tag's type; the tag
+    // matched, so that is the payload's length. The payload is boxed on the
+    // heap, so the two do not overlap. The borrow of `exception` ends
+    // before `release` borrows the slots again.
     unsafe {
         let (_, store) = parts(vmctx);
         let exceptions = &mut (*store).exceptions;
@@ -705,8 +827,9 @@ unsafe extern "C" fn exn_payload(vmctx: *mut u8, exn: usize, values: usize, rele
 /// Only compiled code calls this, with its own instance `vmctx` and a
 /// caught exception of its store.
 unsafe extern "C" fn exn_release(vmctx: *mut u8, exn: usize) {
-    // SAFETY: compiled code, the only caller, passes its own live instance's
-    // `vmctx` and an exception its store caught.
+    // SAFETY: compiled code, the only caller, passes its own `vmctx`, so
+    // `parts` gets its live store, and nothing else borrows the store while
+    // its Wasm runs here: the `&mut` of `release` is the only reference.
     unsafe {
         let (_, store) = parts(vmctx);
         (*store).exceptions.release(exn);

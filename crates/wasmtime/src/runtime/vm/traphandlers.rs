@@ -131,8 +131,11 @@ pub unsafe fn take_suspended_activations(outer: *const Activation) -> SuspendedA
         return SuspendedActivations::NONE;
     }
     let mut oldest = innermost;
-    // SAFETY: every activation above `outer` lives on the suspended fiber's
-    // stack, which stays allocated while it is suspended.
+    // SAFETY: `outer` was the list's head right before the fiber resumed
+    // (this function's `# Safety`), so every activation linked above it was
+    // pushed by the fiber and lives in a `call_wasm` frame on the fiber's
+    // stack, which stays allocated while the fiber is suspended. The walk
+    // stops at `outer`, and `prev` is a `Cell` that only this thread uses.
     unsafe {
         while (*oldest).prev.get() != outer {
             oldest = (*oldest).prev.get();
@@ -154,8 +157,11 @@ pub unsafe fn restore_suspended_activations(saved: SuspendedActivations) {
     if saved.innermost.is_null() {
         return;
     }
-    // SAFETY: per the contract, the activations are live on the fiber's
-    // stack.
+    // SAFETY: `saved` came from `take_suspended_activations` for the fiber
+    // about to resume (this function's `# Safety`) and is not `NONE`, so
+    // `oldest` is an activation in a `call_wasm` frame on that fiber's
+    // stack, still allocated while the fiber is suspended. The fiber runs
+    // only after this, so no one else touches the `prev` cell meanwhile.
     unsafe { (*saved.oldest).prev.set(innermost_activation()) };
     set_innermost_activation(saved.innermost);
 }
@@ -250,14 +256,23 @@ pub struct CodeRegistry {
     published: usize,
 }
 
-// SAFETY: the raw pointers in snapshots point into `CodeMemory`s owned by
-// this registry; they are immutable and shared read-only.
+// SAFETY: the raw pointers in the registry's snapshots point into the
+// `CodeMemory`s that its `code` list owns (through `Arc`s, which move with
+// it), and a `CodeMemory` is `Send + Sync` and never changes after it is
+// built, so the registry may move to another thread with its pointees.
 unsafe impl Send for CodeRegistry {}
-// SAFETY: as above.
+// SAFETY: through `&CodeRegistry` one can only load the current snapshot
+// (an atomic) and read snapshots, which are never modified once published
+// and point at immutable `CodeMemory` data; every change takes `&mut self`.
 unsafe impl Sync for CodeRegistry {}
-// SAFETY: snapshot entries are plain data describing immutable memory.
+// SAFETY: a snapshot's entries are addresses of trap tables and
+// `CodeMemory`s that never change once published and are safe to read from
+// any thread; which thread holds the snapshot makes no difference to that
+// (how long they stay allocated is up to the registry, not the thread).
 unsafe impl Send for CodeSnapshot {}
-// SAFETY: as above.
+// SAFETY: a shared `CodeSnapshot` has no interior mutability: its methods
+// only read the entries and the immutable tables they point at, so
+// concurrent readers cannot race.
 unsafe impl Sync for CodeSnapshot {}
 
 impl Default for CodeRegistry {
@@ -440,7 +455,10 @@ impl Activation {
     ///
     /// Must be called while the activation is live.
     pub unsafe fn code_from(&self, pc: usize) -> Option<&[u8]> {
-        // SAFETY: as in `lookup_trap`.
+        // SAFETY: `self.code` is the `current_ptr` of the store's registry,
+        // which lives as long as the store and so outlives this activation,
+        // live by this function's `# Safety`; the registry frees no snapshot
+        // before it drops, so the loaded one outlasts the borrow of `self`.
         let snapshot = unsafe { &*(*self.code).load(Ordering::Acquire) };
         let end = snapshot.text_end(pc)?;
         // SAFETY: `[pc, end)` lies in the text of a `CodeMemory` that the
@@ -479,7 +497,10 @@ impl Activation {
     /// Must be called while the activation is live; the snapshot must not
     /// be used after it ends.
     pub unsafe fn code_snapshot(&self) -> &CodeSnapshot {
-        // SAFETY: as in `lookup_trap`.
+        // SAFETY: `self.code` is the `current_ptr` of the store's registry,
+        // which outlives this activation (live by this function's
+        // `# Safety`) and frees no snapshot before it drops; the caller
+        // stops using the snapshot when the activation ends.
         unsafe { &*(*self.code).load(Ordering::Acquire) }
     }
 }
@@ -541,7 +562,12 @@ pub unsafe fn call_wasm(
         max_wasm_stack,
         max_backtrace_frames,
     } = store;
-    // SAFETY: the caller guarantees `store_context` is valid.
+    // SAFETY: `store_context` is the calling store's context, valid for the
+    // whole call (this function's `# Safety`). No Wasm of that store runs on
+    // this thread now (any outer call of it is paused in a host call), the
+    // signal handler never touches the context, and a store is used by one
+    // thread at a time, so this `&mut`, last used before Wasm starts, is
+    // the only reference to it.
     let ctx = unsafe { &mut *store_context };
     let activation = Activation {
         jmp_buf: UnsafeCell::new(JmpBuf::default()),
@@ -575,8 +601,12 @@ pub unsafe fn call_wasm(
         ctx.stack_limit = limit;
     }
     set_innermost_activation(&activation);
-    // SAFETY: the caller vouches for the callee, trampoline and values;
-    // the activation stays put on this frame until it is unlinked below.
+    // SAFETY: by this function's `# Safety`, `callee` is a Wasm function of
+    // this store whose type `trampoline` matches, `caller_vmctx` one of its
+    // instances, `values` large enough, and the thread has a signal stack.
+    // The jump buffer is in `activation`, which stays in this frame, linked
+    // as innermost, until unlinked below: every long jump lands back here,
+    // skipping only frames with nothing to drop (see `arch`'s module docs).
     let status = unsafe {
         arch::wasmtime_mmu_catch(
             activation.jmp_buf.get(),
@@ -589,8 +619,10 @@ pub unsafe fn call_wasm(
     // A fiber may have moved to another thread while this call was
     // suspended: `prev` and the thread-local are read afresh.
     set_innermost_activation(activation.prev.get());
-    // SAFETY: as above; Wasm of this store no longer runs on this
-    // activation.
+    // SAFETY: `store_context` is still valid (the `# Safety` above covers
+    // the whole call), and the Wasm entered above has returned or been
+    // jumped out of, so no compiled code of this activation uses it; the
+    // host code around this call holds no reference to it either.
     let ctx = unsafe { &mut *store_context };
     ctx.stack_limit = activation.saved_stack_limit;
     ctx.last_wasm_exit_fp = activation.saved_exit_fp;
@@ -620,11 +652,22 @@ pub unsafe fn call_wasm(
 /// (its exception pending in the store) lands here too, from its
 /// trampoline's trap: then the exception is thrown on into the calling Wasm,
 /// starting at the trampoline's frame.
-pub extern "C" fn unwind_trap() -> ! {
+///
+/// # Safety
+///
+/// Only the signal handler's redirection may enter this, on a thread whose
+/// innermost activation (a local of `call_wasm` further up this stack, its
+/// catch point filled in) has just had a trap recorded in it; no Rust frame
+/// between here and that catch point may need dropping.
+pub unsafe extern "C" fn unwind_trap() -> ! {
     let activation = innermost_activation();
-    // SAFETY: the signal handler only redirects here after recording a
-    // trap in the (live) innermost activation; this frame holds nothing to
-    // drop when `throw` abandons it.
+    // SAFETY: the signal handler sends a thread here only after recording a
+    // trap (a failed host call's included) in its innermost activation, a
+    // local of `call_wasm` further up this stack (this function's
+    // `# Safety`), so `act` is valid. Its `store` is the live store whose
+    // Wasm trapped, which nothing borrows now. `throw` gets the trapping frame of that activation, and this
+    // frame holds only plain values, so it may be abandoned; the long jump
+    // goes to the catch point that `call_wasm` filled in, still above us.
     unsafe {
         let act = &*activation;
         if act.trap_kind.get() == TrapSiteKind::HostCallFailed.to_u8()
@@ -653,8 +696,11 @@ pub unsafe fn unwind_to_entry(
     pc: usize,
     fp: usize,
 ) -> ! {
-    // SAFETY: per the contract; `record_uncaught` has dropped its locals
-    // before the jump.
+    // SAFETY: this function's `# Safety` makes `activation` the live
+    // innermost one and `(pc, fp)` one of its frames, as `record_uncaught`
+    // needs. That call has returned, dropping its locals; this frame holds
+    // plain values and our callers nothing to drop (also `# Safety`), so the
+    // long jump to `call_wasm`'s catch point above skips no destructor.
     unsafe {
         record_uncaught(activation, handle, pc, fp);
         arch::wasmtime_mmu_longjmp((*activation).jmp_buf.get())
@@ -666,11 +712,16 @@ pub unsafe fn unwind_to_entry(
 ///
 /// # Safety
 ///
-/// As [`unwind_to_entry`].
+/// `activation` must be this thread's live innermost activation, whose
+/// store owns `handle` and is not borrowed by anyone, and `(pc, fp)` one of
+/// its frames (or zero).
 #[inline(never)]
 unsafe fn record_uncaught(activation: *const Activation, handle: usize, pc: usize, fp: usize) {
-    // SAFETY: per the contract, the activation and its store are live,
-    // and nothing else uses the store while its Wasm throws.
+    // SAFETY: by this function's `# Safety`, `activation` is live (a local
+    // of `call_wasm` further up this stack), and its `store` is live and
+    // unborrowed, as `leave_exception_pending` requires (the throwing paths
+    // hold raw pointers only). `record_trap` runs first, so
+    // `capture_trap_backtrace` finds the recorded trap it needs.
     unsafe {
         let act = &*activation;
         StoreOpaque::leave_exception_pending(act.store, handle);
@@ -703,7 +754,7 @@ pub unsafe extern "C" fn mmu_poll_from_trampoline(frame: *mut usize) {
     // are below us on this stack).
     let act = unsafe { &*activation };
     let pc = act.poll_pc.get();
-    // SAFETY: `frame` is the trampoline's frame record (contract): two
+    // SAFETY: `frame` is the trampoline's frame record (`# Safety`): two
     // words on this stack, the first holding the Wasm frame's frame
     // pointer (rbp, or x29 on aarch64).
     let wasm_fp = unsafe {
@@ -746,15 +797,20 @@ pub unsafe extern "C" fn mmu_poll_from_trampoline(frame: *mut usize) {
 /// `activation` must be the live innermost activation with a recorded trap.
 #[inline(never)]
 unsafe fn capture_trap_backtrace(activation: *const Activation) {
-    // SAFETY: the caller guarantees `activation` is the live innermost
-    // activation; only shared reads are made through it here.
+    // SAFETY: this function's `# Safety` makes `activation` this thread's
+    // live innermost activation, a local of `call_wasm` further up the
+    // stack; only shared reads (and cell writes) go through `act`.
     let act = unsafe { &*activation };
     if act.max_raw_frames == 0 {
         return;
     }
     let mut frames = Vec::new();
-    // SAFETY: the trap PC/FP were read from the faulting context, whose
-    // frames are still intact below the catch frame.
+    // SAFETY: the recorded trap PC and FP are a frame of this activation:
+    // the faulting context's, a poll's Wasm frame, or the throwing frame.
+    // Every path that records one runs below that frame on this stack
+    // without returning through it, so the chain up to the catch frame is
+    // intact, and the list's activations are all live. Nothing else touches
+    // `backtrace` until `call_wasm` reads it after the long jump.
     unsafe {
         walk_activation(
             act.trap_pc.get(),
@@ -789,8 +845,11 @@ unsafe fn walk_activation(
     }
     while out.len() < max {
         out.push(RawFrame { pc, exact });
-        // SAFETY: `fp` is a frame pointer of a live compiled frame below
-        // the catch frame (per the contract and the checks below).
+        // SAFETY: the first `fp` is the live compiled frame of this
+        // function's `# Safety`; each later one was read from the previous
+        // record, checked to lie above it and below `stop_fp`, and so is the
+        // next record of the chain that `# Safety` says reaches `stop_fp`: a
+        // live, aligned frame record on this stack.
         let (next_fp, next_pc) = unsafe { arch::next_frame(fp) };
         if next_fp >= stop_fp || next_fp <= fp {
             break;
@@ -812,7 +871,11 @@ unsafe fn walk_older_activations(
     max: usize,
     out: &mut Vec<RawFrame>,
 ) {
-    // SAFETY: per the contract, the whole chain is live.
+    // SAFETY: this function's `# Safety` makes every activation linked from
+    // `innermost` live (each is a local of a `call_wasm` frame that unlinks
+    // it before returning). A newer activation's saved exit state is the
+    // frame of the older one of its store that left for the host and led to
+    // the newer entry, waiting below the older catch frame.
     unsafe {
         let store = (*innermost).store_context;
         let mut newer = innermost;
@@ -843,7 +906,11 @@ pub fn capture_host_backtrace(store_context: *mut VMStoreContext, max: usize) ->
     let mut out = Vec::new();
     let mut act = innermost_activation();
     // SAFETY: activations on the list are live (each is unlinked before
-    // its frame returns); the store context outlives them.
+    // its frame returns), and the matching one keeps `store_context` valid.
+    // Its last exit is the Wasm frame that left for the host code running
+    // now, waiting below the catch frame: every way from Wasm into embedder
+    // code records it (trampolines, the builtins' exit shims, the poll
+    // path).
     unsafe {
         while !act.is_null() && (*act).store_context != store_context {
             act = (*act).prev.get();
@@ -894,7 +961,9 @@ mod tests {
         // signature (it only touches `values`).
         let trampoline =
             unsafe { std::mem::transmute::<usize, VMEntryTrampoline>(code.text_start()) };
-        // SAFETY: the context, registry and values outlive the call.
+        // SAFETY: the context, registry and values outlive the call, and
+        // the test code touches only `values`, so the null store, callee and
+        // `vmctx` are never used (no host call, builtin or poll).
         let result = unsafe {
             call_wasm(
                 EntryStore {
@@ -988,8 +1057,8 @@ mod tests {
         );
         let mut registry = CodeRegistry::new();
         let before = registry.current_ptr();
-        // SAFETY (both loads): the registry is alive, and so is every
-        // snapshot it published.
+        // SAFETY: `current_ptr` points at `registry`'s own `AtomicPtr`, and
+        // `registry` is alive and unmoved for the rest of this test.
         let empty = unsafe { (*registry.current_ptr()).load(Ordering::Acquire) };
         registry.register(&code);
         registry.register(&code);
@@ -1001,8 +1070,12 @@ mod tests {
             "registering twice, and publishing with nothing new, make no snapshot"
         );
         assert_eq!(before, registry.current_ptr());
+        // SAFETY: `current_ptr` still points at `registry`'s own
+        // `AtomicPtr`, and `registry` is still alive and unmoved.
         let current = unsafe { (*registry.current_ptr()).load(Ordering::Acquire) };
         assert_ne!(empty, current, "publishing replaced the empty snapshot");
+        // SAFETY: `registry` published `current` and keeps every snapshot it
+        // published until it drops, after the last use of `snap`.
         let snap = unsafe { &*current };
         let start = code.text_start();
         assert_eq!(snap.lookup(start + 3), Some(TrapSiteKind::HostCallFailed));
