@@ -77,12 +77,33 @@ pub(crate) enum FuncKind {
 /// The type-erased body of a host function: called with the store, the
 /// calling instance's `vmctx` (null when called from the host) and the
 /// array-call value slots (parameters in, results out).
+///
+/// Its only callers, [`host_array_call`] and [`call_raw`], pass the store
+/// whose `StoreInner<T>` (with the `T` the closure was made for) holds the
+/// function's context, live and with no reference to it in use; a caller
+/// `vmctx` that is null or a context of that store; and slots that hold
+/// arguments of the function's type, with room for its results. The
+/// closures' `unsafe` blocks rely on this.
 type HostCallFn = dyn Fn(*mut StoreOpaque, *mut u8, &mut [ValRaw]) -> Result<()> + Send + Sync;
 
-/// A host function definition, not yet bound to a store.
-#[doc(hidden)]
-#[derive(Clone)]
-pub struct HostFunc(Arc<HostFuncInner>);
+pub(crate) use host_definition::HostFunc;
+
+/// Holds [`HostFunc`] so that nothing outside this crate can name it.
+///
+/// The type appears in [`IntoFunc`]'s method, so it must be `pub`; were it
+/// nameable too, another crate could implement `IntoFunc` for a type of its
+/// own and hand `Func::wrap` on a `Store<T>` the definition of a closure
+/// made for a `Caller<'_, U>`, which would then read the store as a
+/// `StoreInner<U>`. Unnameable, the type leaves the trait implementable
+/// only here, for the closures whose type the definitions match.
+mod host_definition {
+    use super::HostFuncInner;
+    use std::sync::Arc;
+
+    /// A host function definition, not yet bound to a store.
+    #[derive(Clone)]
+    pub struct HostFunc(pub(super) Arc<HostFuncInner>);
+}
 
 struct HostFuncInner {
     ty: FuncType,
@@ -126,12 +147,16 @@ impl HostFunc {
     ) -> HostFunc {
         let wasm_ty = ty.wasm().clone();
         let call = move |store: *mut StoreOpaque, caller_vmctx: *mut u8, values: &mut [ValRaw]| {
-            // SAFETY: `store` is valid for the call and not otherwise in use.
+            // SAFETY: the callers of a `HostCallFn` pass a live store with no
+            // reference to it in use, and slots holding arguments of this
+            // function's type, `wasm_ty` (see `HostCallFn`).
             unsafe {
                 call_with_vals(&wasm_ty, store, values, |params, results| {
-                    // SAFETY: `store` is the `StoreOpaque` of a
+                    // SAFETY: `store` is the `StoreOpaque` of a live
                     // `StoreInner<T>` (a `HostFunc` over `T` is only
-                    // materialized in a `Store<T>`).
+                    // materialized in a `Store<T>`), `call_with_vals` holds
+                    // no borrow of it while `body` runs, and `caller_vmctx`
+                    // is null or a context of it (see `HostCallFn`).
                     with_caller::<T, _>(store, caller_vmctx, |caller| func(caller, params, results))
                 })
             }
@@ -155,12 +180,17 @@ impl HostFunc {
     {
         let wasm_ty = ty.wasm().clone();
         let call = move |store: *mut StoreOpaque, caller_vmctx: *mut u8, values: &mut [ValRaw]| {
-            // SAFETY: `store` is valid for the call and not otherwise in use.
+            // SAFETY: the callers of a `HostCallFn` pass a live store with no
+            // reference to it in use, and slots holding arguments of this
+            // function's type, `wasm_ty` (see `HostCallFn`).
             unsafe {
                 call_with_vals(&wasm_ty, store, values, |params, results| {
-                    // SAFETY: `store` is the `StoreOpaque` of a
-                    // `StoreInner<T>`, and this runs on the fiber running the
-                    // store's Wasm (if any).
+                    // SAFETY: `store` is the `StoreOpaque` of a live,
+                    // unborrowed `StoreInner<T>` (a `HostFunc` over `T` is
+                    // only materialized in a `Store<T>`), and `caller_vmctx`
+                    // null or its context. The `Caller` lives in the future,
+                    // which `block_on` drops before returning. This runs on
+                    // the calling stack, so a recorded yielder is this fiber's.
                     fiber::with_blocking(store, |cx| {
                         let caller = raw_caller::<T>(store, caller_vmctx);
                         let future = Pin::from(func(caller, params, results));
@@ -186,17 +216,26 @@ impl HostFunc {
     {
         let ty = R::func_type(engine, P::valtypes());
         let call = move |store: *mut StoreOpaque, caller_vmctx: *mut u8, values: &mut [ValRaw]| {
-            // SAFETY: as in `wrap_typed`.
+            // SAFETY: the store is live and unborrowed, and the slots hold
+            // arguments of this function's type (see `HostCallFn`), which
+            // was built from `P`'s types, so they are of `P`'s types; the
+            // `&mut` ends when `load` returns.
             let params = unsafe { P::load(&mut *store, values)? };
-            // SAFETY: `store` is the `StoreOpaque` of a `StoreInner<T>`, and
-            // this runs on the fiber running the store's Wasm (if any).
+            // SAFETY: `store` is the `StoreOpaque` of a live, unborrowed
+            // `StoreInner<T>` (a `HostFunc` over `T` is only materialized in
+            // a `Store<T>`), and `caller_vmctx` null or its context. The
+            // `Caller` lives in the future, which `block_on` drops before
+            // returning. This runs on the calling stack, so a recorded
+            // yielder is this fiber's.
             let ret = unsafe {
                 fiber::with_blocking(store, |cx| {
                     let caller = raw_caller::<T>(store, caller_vmctx);
                     cx.block_on(Pin::from(func(caller, params)))
                 })??
             };
-            // SAFETY: the future is gone, so the store is no longer borrowed.
+            // SAFETY: the store is live (see `HostCallFn`), and the future
+            // that held the `Caller` is gone with `with_blocking`'s return,
+            // so nothing else borrows it now.
             let opaque = unsafe { &mut *store };
             if !ret.compatible_with_store(opaque) {
                 bail!("host function attempted to return cross-`Store` value to Wasm");
@@ -218,13 +257,20 @@ impl HostFunc {
     {
         let ty = R::func_type(engine, P::valtypes());
         let call = move |store: *mut StoreOpaque, caller_vmctx: *mut u8, values: &mut [ValRaw]| {
-            // SAFETY: the slots hold values of `P`'s types (the type was
-            // built from `P`, and callers type-check against it).
+            // SAFETY: the store is live and unborrowed, and the slots hold
+            // arguments of this function's type (see `HostCallFn`), which
+            // was built from `P`'s types, so they are of `P`'s types; the
+            // `&mut` ends when `load` returns.
             let params = unsafe { P::load(&mut *store, values)? };
-            // SAFETY: `store` is the `StoreOpaque` of a `StoreInner<T>`.
+            // SAFETY: `store` is the `StoreOpaque` of a live `StoreInner<T>`
+            // (a `HostFunc` over `T` is only materialized in a `Store<T>`)
+            // with no reference to it in use, and `caller_vmctx` is null or
+            // a context of it (see `HostCallFn`).
             let ret =
                 unsafe { with_caller::<T, _>(store, caller_vmctx, |caller| func(caller, params)) };
-            // SAFETY: the store pointer is valid and no longer borrowed.
+            // SAFETY: the store is live (see `HostCallFn`) and the `Caller`
+            // that borrowed it ended with `with_caller`, so this `&mut` is
+            // the only reference in use.
             let opaque = unsafe { &mut *store };
             if !ret.compatible_with_store(opaque) {
                 bail!("host function attempted to return cross-`Store` value to Wasm");
@@ -251,12 +297,15 @@ unsafe fn call_with_vals(
     body: impl FnOnce(&[Val], &mut [Val]) -> Result<()>,
 ) -> Result<()> {
     let params = {
-        // SAFETY: per the contract; the borrow ends before `body` runs.
+        // SAFETY: `store` is live and nothing else borrows it outside `body`
+        // (this function's `# Safety`); this borrow ends before `body` runs.
         let opaque = unsafe { &mut *store };
         ty.params
             .iter()
             .zip(values.iter())
-            // SAFETY: the slots hold values of the declared types.
+            // SAFETY: `values` holds arguments of `ty`'s parameter types
+            // (this function's `# Safety`), and each is read as its own
+            // type, so references among them are valid ones of `store`.
             .map(|(ty, raw)| unsafe { Val::from_raw_wasm(opaque, *raw, *ty) })
             .collect::<Vec<_>>()
     };
@@ -266,8 +315,9 @@ unsafe fn call_with_vals(
         .map(|ty| Val::default_for_wasm(*ty))
         .collect::<Vec<_>>();
     body(&params, &mut results)?;
-    // SAFETY: per the contract; `body` has returned, so nothing else
-    // borrows the store.
+    // SAFETY: `store` is live and borrowed by nothing outside `body` (this
+    // function's `# Safety`), and `body` has returned, so this `&mut` is
+    // the only reference in use.
     let opaque = unsafe { &mut *store };
     for (slot, (ty, val)) in values.iter_mut().zip(ty.results.iter().zip(&results)) {
         *slot = val
@@ -289,11 +339,13 @@ unsafe fn with_caller<T: 'static, R>(
     caller_vmctx: *mut u8,
     f: impl FnOnce(Caller<'_, T>) -> R,
 ) -> R {
-    // SAFETY: per the contract; `StoreOpaque` is the first field of the
-    // `#[repr(C)]` `StoreInner<T>`.
+    // SAFETY: `store` is the `StoreOpaque` of a live `StoreInner<T>` with no
+    // other reference in use (this function's `# Safety`), and it is the
+    // first field of that `#[repr(C)]` struct, so the cast addresses the
+    // whole store and a unique borrow of it is sound for this call.
     let inner = unsafe { &mut *store.cast::<StoreInner<T>>() };
-    // SAFETY: the caller guarantees `caller_vmctx` is null or a `VMContext`
-    // of this store, which is what `caller_instance` reads.
+    // SAFETY: `caller_vmctx` is null or a context of this store (this
+    // function's `# Safety`), which is what `caller_instance` requires.
     let caller = unsafe { caller_instance(&inner.opaque, caller_vmctx) };
     f(Caller {
         store: StoreContextMut(inner),
@@ -306,18 +358,21 @@ unsafe fn with_caller<T: 'static, R>(
 ///
 /// # Safety
 ///
-/// As for [`with_caller`]; the caller must not let the `Caller` outlive the
-/// host call, nor use the store otherwise while it lives.
+/// `store` must point to the `StoreOpaque` of a live `StoreInner<T>`, and
+/// `caller_vmctx` must be null or a `VMContext` of that store. The caller
+/// must not let the `Caller` outlive the host call, nor use the store
+/// otherwise while it lives.
 unsafe fn raw_caller<'a, T: 'static>(
     store: *mut StoreOpaque,
     caller_vmctx: *mut u8,
 ) -> Caller<'a, T> {
-    // SAFETY: the caller guarantees `store` is the `StoreOpaque` of a live
-    // `StoreInner<T>`, its first field (`#[repr(C)]`), with no other
-    // reference in use for as long as the returned `Caller` lives.
+    // SAFETY: `store` is the `StoreOpaque` of a live `StoreInner<T>`, its
+    // first field (`#[repr(C)]`), and no other reference to the store is
+    // used while the returned `Caller` lives (this function's `# Safety`),
+    // so a unique borrow of the whole store for `'a` is sound.
     let inner = unsafe { &mut *store.cast::<StoreInner<T>>() };
-    // SAFETY: the caller guarantees `caller_vmctx` is null or a `VMContext`
-    // of this store.
+    // SAFETY: `caller_vmctx` is null or a context of this store (this
+    // function's `# Safety`), which is what `caller_instance` requires.
     let caller = unsafe { caller_instance(&inner.opaque, caller_vmctx) };
     Caller {
         store: StoreContextMut(inner),
@@ -335,12 +390,17 @@ unsafe fn caller_instance(store: &StoreOpaque, vmctx: *mut u8) -> Option<Instanc
     if vmctx.is_null() {
         return None;
     }
-    // SAFETY: every context starts with a 4-byte magic number.
+    // SAFETY: a non-null `vmctx` is a context of `store` (this function's
+    // `# Safety`), live while the store is; every kind of context begins
+    // with an aligned 4-byte magic number that is never rewritten.
     let magic = unsafe { *vmctx.cast::<u32>() };
     if magic != VMCONTEXT_MAGIC {
         return None;
     }
-    // SAFETY: an instance `VMContext` of this store.
+    // SAFETY: the magic marks `vmctx` as an instance `VMContext`, of
+    // `store` (this function's `# Safety`), whose instance the store keeps
+    // until it is dropped. The `&mut Instance` is only read for its id, and
+    // a host call runs with no other reference to that instance in use.
     let instance = unsafe { crate::runtime::vm::Instance::from_vmctx(vmctx) };
     Some(Instance {
         store: store.id(),
@@ -451,11 +511,12 @@ impl VMHostFunc {
     /// `ctx` must be a context of a store that outlives `'a`: its batch,
     /// and with it the definition, lives until the store is dropped.
     unsafe fn definition<'a>(ctx: *const VMHostFunc) -> &'a HostFuncInner {
-        // SAFETY: `ctx` is a live context (the caller's guarantee, for
-        // `'a`), and its `host` points into the `Arc` of a `HostFunc` in
-        // the same batch's `_definitions`, which is dropped only with the
-        // batch, i.e. with the store; nothing mutates a `HostFuncInner`
-        // after its `Arc` is made, so a shared reference is sound.
+        // SAFETY: `ctx` is a context of a store that outlives `'a` (this
+        // function's `# Safety`), and its `host` points into the `Arc` of a
+        // `HostFunc` in the same batch's `_definitions`, which is dropped
+        // only with the batch, i.e. with the store; nothing mutates a
+        // `HostFuncInner` after its `Arc` is made, so a shared reference is
+        // sound.
         unsafe { (*ctx).host.as_ref() }
     }
 }
@@ -480,10 +541,13 @@ unsafe extern "C" fn host_array_call(
     let ctx = unsafe { &*callee_vmctx.cast::<VMHostFunc>() };
     debug_assert_eq!(ctx.header.magic, VM_HOST_FUNC_MAGIC);
     let store = ctx.store;
-    // SAFETY: `ctx` is a context of `store` (above), which outlives this
-    // call.
+    // SAFETY: `batch` recorded in `ctx.store` the store that holds `ctx`'s
+    // batch, and that store is running this call, so it outlives `host`,
+    // whose use ends when this function returns.
     let host = unsafe { VMHostFunc::definition(ctx) };
-    // SAFETY: the trampoline's value array has `len` slots.
+    // SAFETY: the trampoline passes its own array of `len` initialized,
+    // aligned slots (this function's `# Safety`), which it does not touch
+    // until we return, so this is the only reference to them.
     let values = unsafe { std::slice::from_raw_parts_mut(values, len) };
     let result = catch_unwind(AssertUnwindSafe(|| {
         (host.call)(store, caller_vmctx, values)
@@ -493,8 +557,9 @@ unsafe extern "C" fn host_array_call(
         Ok(Err(error)) => PendingError::Error(error),
         Err(panic) => PendingError::Panic(panic),
     };
-    // SAFETY: the store outlives its host functions; the closure's borrows
-    // have ended.
+    // SAFETY: `store` holds `ctx` and is running this call, so it is live;
+    // the closure has returned or unwound, so none of its borrows remain,
+    // and the compiled frames above us hold no reference to the store.
     unsafe { (*store).set_pending(pending) };
     false
 }
@@ -668,7 +733,9 @@ impl Func {
     /// `raw` must be null or a function reference owned by `store`.
     pub unsafe fn from_raw(mut store: impl AsContextMut, raw: *mut c_void) -> Option<Func> {
         let store = store.as_context_mut();
-        // SAFETY: forwarded contract.
+        // SAFETY: `raw` is null or a function reference owned by `store`
+        // (this function's `# Safety`), i.e. a live `VMFuncRef` of it, which
+        // is what `func_from_raw` requires.
         unsafe { store.0.opaque.func_from_raw(raw as usize) }
     }
 
@@ -741,7 +808,9 @@ impl Func {
         let opaque = &mut store.0.opaque;
         opaque.validate_sync_call()?;
         let mut values = self.prepare_call(opaque, params, results)?;
-        // SAFETY: the values match the function's type (checked above).
+        // SAFETY: `prepare_call` converted each parameter with a check
+        // against the function's type and this store, and sized `values`
+        // for both the parameters and the results.
         unsafe { call_raw(opaque, self, &mut values)? };
         self.finish_call(opaque, &values, results);
         Ok(())
@@ -759,7 +828,9 @@ impl Func {
         let store = store.as_context_mut();
         let opaque = &mut store.0.opaque;
         let mut values = self.prepare_call(opaque, params, results)?;
-        // SAFETY: the values match the function's type (checked above).
+        // SAFETY: `prepare_call` converted each parameter with a check
+        // against the function's type and this store, and sized `values`
+        // for both the parameters and the results.
         unsafe { call_raw(opaque, self, &mut values)? };
         self.finish_call(opaque, &values, results);
         Ok(())
@@ -812,7 +883,9 @@ impl Func {
         let mut values = self.prepare_call(opaque, params, results)?;
         let func = *self;
         let values = fiber::on_fiber(opaque, move |opaque| {
-            // SAFETY: the values match the function's type (checked above).
+            // SAFETY: `prepare_call` converted each parameter with a check
+            // against the function's type and this store, and sized `values`
+            // for both the parameters and the results.
             unsafe { call_raw(opaque, &func, &mut values) }.map(|()| values)
         })
         .await??;
@@ -865,7 +938,10 @@ impl Func {
             .get(opaque.funcs[self.index as usize].ty)
             .expect("the type of a called function is registered");
         for (i, (result, rty)) in results.iter_mut().zip(ty.results.iter()).enumerate() {
-            // SAFETY: the callee wrote results of its declared types.
+            // SAFETY: the call succeeded, so the callee (validated Wasm, or
+            // a host closure, which checks or types its results) left
+            // results of its declared types, of this store, in the first
+            // slots.
             *result = unsafe { Val::from_raw_wasm(opaque, values[i], *rty) };
         }
     }
@@ -920,20 +996,22 @@ pub(crate) unsafe fn call_raw(
     match data.kind {
         FuncKind::Wasm { trampoline } => {
             let trampoline = trampoline.context("no entry trampoline for this function's type")?;
-            // SAFETY: `func_ref` is this store's live Wasm function (looked
-            // up in the store just above), the trampoline is its type's,
-            // and the caller guarantees `values` holds well-typed
-            // parameters with room for the results.
+            // SAFETY: `func_ref` is a live Wasm function of this store
+            // (`func_data` checked the store and found it), `trampoline` is
+            // the entry trampoline its instance's module has for its type,
+            // and `values` holds well-typed parameters with room for the
+            // results (this function's `# Safety`).
             unsafe { store.call_wasm_raw(func_ref, trampoline, values.as_mut_ptr()) }
         }
         FuncKind::Host(ctx) => {
-            // SAFETY: `ctx` is a context of `store` (looked up in it just
-            // above), and `store` outlives this call.
+            // SAFETY: `ctx` is a context of `store` (its function record was
+            // found in `store` just above), and `store` is borrowed for this
+            // whole call, so it outlives `host`.
             let host = unsafe { VMHostFunc::definition(ctx) };
             // The store passed is the one the host function was
             // materialized in, hence over the `T` its closure expects, and
-            // the caller guarantees that `values` holds well-typed
-            // parameters with room for the results; no caller instance.
+            // `values` holds well-typed parameters with room for the
+            // results (this function's `# Safety`); no caller instance.
             (host.call)(store, ptr::null_mut(), values)
         }
     }
@@ -1122,7 +1200,8 @@ where
     }
 }
 
-// SAFETY: forwards to the inner type.
+// SAFETY: `func_type` is `T`'s, and `Ok` stores exactly what `T` stores;
+// `Err` stores nothing but fails the call, so no result slot is read.
 unsafe impl<T> WasmRet for Result<T>
 where
     T: WasmRet,
@@ -1222,8 +1301,19 @@ for_each_function_signature!(impl_wasm_host_results);
 /// optional leading [`Caller`] and up to 16 [`WasmTy`] parameters,
 /// returning a [`WasmRet`].
 ///
-/// Only this crate implements it; it appears in signatures so that those
-/// functions can accept all such closures.
+/// Only this crate implements it (the type its method returns cannot be
+/// named elsewhere); it appears in signatures so that those functions can
+/// accept all such closures.
+///
+/// ```compile_fail
+/// // Another crate cannot define a host function of its own making.
+/// struct Mine;
+/// impl wasmtime::IntoFunc<(), (), ()> for Mine {
+///     fn into_func(self, _: &wasmtime::Engine) -> wasmtime::HostFunc {
+///         unreachable!()
+///     }
+/// }
+/// ```
 pub trait IntoFunc<T, Params, Results>: Send + Sync + 'static {
     /// Converts this function into a host function definition.
     #[doc(hidden)]
@@ -1332,7 +1422,10 @@ macro_rules! impl_wasm_ty_list {
                 let mut _slots = _values.iter();
                 Ok(($({
                     let slot = _slots.next().context("missing host function argument")?;
-                    // SAFETY: forwarded contract.
+                    // SAFETY: `values` holds values of the listed types,
+                    // valid for `_store` (this function's `# Safety`), and
+                    // `slot` is this element's, so it holds one of
+                    // `$args::valtype()`, which is what `load` requires.
                     unsafe { $args::load(_store, slot)? }
                 },)*))
             }
