@@ -197,11 +197,13 @@ impl<T> MmuInterruptContext<'_, T> {
 /// `mmu_callback` and `data` fields are touched.
 unsafe fn mmu_accessor<T: 'static>(opaque: *mut StoreOpaque) -> Result<MmuInterruptDecision> {
     let inner = opaque.cast::<StoreInner<T>>();
-    // SAFETY: per the contract. The three places are disjoint fields of the
-    // live `StoreInner<T>`: the callback and the data are borrowed mutably,
-    // the `StoreOpaque` only shared (the context reads the engine and walks
-    // the stack through it), and nothing else touches the store while the
-    // poll runs.
+    // SAFETY: `opaque` is the first field of a live `#[repr(C)]`
+    // `StoreInner<T>` (this function's `# Safety`), so `inner` addresses
+    // that whole store. The three places are disjoint fields of it: the
+    // callback and the data are borrowed mutably, the `StoreOpaque` only
+    // shared (the context reads the engine and walks the stack through
+    // it), and the poll path that called us holds no reference into the
+    // store while the callback runs.
     let (callback, data, opaque) = unsafe {
         (
             &mut (*inner).mmu_callback,
@@ -234,8 +236,11 @@ unsafe fn limiter_accessor<T: 'static>(
     f: &mut dyn FnMut(&mut dyn ResourceLimiter),
 ) {
     let inner = opaque.cast::<StoreInner<T>>();
-    // SAFETY: per the contract; the two fields are disjoint from the
-    // `StoreOpaque` the caller may be borrowing.
+    // SAFETY: `opaque` is the first field of a live `#[repr(C)]`
+    // `StoreInner<T>` (this function's `# Safety`), so `inner` addresses
+    // that whole store. `limiter` and `data` lie outside the `StoreOpaque`,
+    // the only part the caller may be borrowing, and nothing but `f`, which
+    // gets the limiter alone, uses them until this returns.
     let (limiter, data) = unsafe { (&mut (*inner).limiter, &mut (*inner).data) };
     if let Some(limiter) = limiter {
         f(limiter(data));
@@ -276,9 +281,10 @@ type EpochCallback<T> =
 /// `opaque` must be the `StoreOpaque` of a live `StoreInner<T>` that nothing
 /// else references during the call.
 unsafe fn epoch_accessor<T: 'static>(opaque: *mut StoreOpaque) -> Result<UpdateDeadline> {
-    // SAFETY: the caller guarantees `opaque` is the `StoreOpaque` of a live
-    // `StoreInner<T>` (its first field, `#[repr(C)]`) that nothing else
-    // references during the call, so a unique borrow of the whole is sound.
+    // SAFETY: `opaque` is the `StoreOpaque` of a live `StoreInner<T>` (its
+    // first field, `#[repr(C)]`) that nothing else references during the
+    // call (this function's `# Safety`), so a unique borrow of the whole
+    // store is sound.
     let inner = unsafe { &mut *opaque.cast::<StoreInner<T>>() };
     let mut callback = inner.epoch_callback.take();
     let update = match &mut callback {
@@ -421,7 +427,11 @@ pub struct StoreOpaque {
 // into engine-owned code), and a store is used by one thread at a time
 // (`&mut` access); moving it between threads moves all of it.
 unsafe impl Send for StoreOpaque {}
-// SAFETY: shared access to a store only reads.
+// SAFETY: the `&self` methods only read the store (the `VMStoreContext`
+// behind its `UnsafeCell` included, which compiled code and `&mut self`
+// methods write only while the store is borrowed mutably) or update
+// atomics (the MMU state's flags), so shared use from several threads
+// cannot race.
 unsafe impl Sync for StoreOpaque {}
 
 impl<T> Store<T> {
@@ -482,8 +492,9 @@ impl<T> Store<T> {
     /// Drops the store and everything in it, handing back its embedder
     /// data.
     pub fn into_data(mut self) -> T {
-        // SAFETY: `self` is forgotten right after, so neither field is used
-        // or dropped again.
+        // SAFETY: `self.inner` is taken once and `self` forgotten right
+        // after, so `Store::drop` never sees the emptied field; `data` is
+        // taken once and `inner`'s drop skips it (a `ManuallyDrop` field).
         unsafe {
             let mut inner = ManuallyDrop::take(&mut self.inner);
             std::mem::forget(self);
@@ -949,8 +960,10 @@ impl Drop for StoreOpaque {
 
 impl<T> Drop for Store<T> {
     fn drop(&mut self) {
-        // SAFETY: dropped exactly once; the data goes first (it may hold
-        // handles, which are plain ids), then the store's objects.
+        // SAFETY: both fields are still full: the only other taker,
+        // `into_data`, forgets the store so this never runs after it, and
+        // `drop` runs once. The data goes first (it may hold handles, which
+        // are plain ids), then the store's objects.
         unsafe {
             ManuallyDrop::drop(&mut self.inner.data);
             ManuallyDrop::drop(&mut self.inner);
@@ -1038,21 +1051,25 @@ impl StoreOpaque {
     /// `store` is the live store whose Wasm is running on this thread, at
     /// a poll (called from the poll trampoline), not otherwise borrowed.
     pub(crate) unsafe fn mmu_poll(store: *mut StoreOpaque) -> Option<TrapSiteKind> {
-        // SAFETY: per the contract. This reference into the store is last
-        // used by `take_request`, before the behaviour below borrows the
-        // store again, so no `Arc` clone is needed (its two atomic updates
-        // would be paid by every interrupt).
+        // SAFETY: `store` is live and nothing else borrows it while this
+        // poll runs (this function's `# Safety`), so a shared borrow of its
+        // `mmu` field is sound. It is last used by `take_request`, before
+        // the behaviour below borrows the store again, so no `Arc` clone is
+        // needed (its two atomic updates would be paid by every interrupt).
         let Some(mmu) = (unsafe { (*store).mmu.as_deref() }) else {
             // Only stores with a page have polls that can fault on it.
             return None;
         };
         // SAFETY: this thread runs the store's Wasm and is in the poll path
-        // (contract), not inside a change of the store's poll pages.
+        // (this function's `# Safety`): it was running compiled code when
+        // the poll faulted, so it is not midway through the host code that
+        // changes the page list, which only this thread runs.
         if !unsafe { mmu.take_request() } {
             return None;
         }
-        // SAFETY: the caller guarantees the store is live and that this
-        // thread, running its Wasm, is the only one using it.
+        // SAFETY: the store is live and this thread, running its Wasm, is
+        // the only one using it (this function's `# Safety`); the `mmu`
+        // borrow above has ended, so this plain read aliases nothing.
         let behavior = unsafe { (*store).mmu_behavior };
         let decision = match behavior {
             MmuBehavior::Trap => Ok(MmuInterruptDecision::Interrupt),
@@ -1062,7 +1079,11 @@ impl StoreOpaque {
                 // frames (it would abort the process): it is caught here
                 // and resumed by the caller once the call has unwound, as
                 // a host function's panic is.
-                // SAFETY: the accessor was installed for this store's `T`.
+                // SAFETY: only `Store<T>::mmu_interrupt_callback` installs
+                // `MmuBehavior::Callback`, with `mmu_accessor::<T>` in its
+                // own `inner.opaque`, so `store` is the first field of a live
+                // `StoreInner<T>` of that `T`; no reference into the store
+                // is held here while the accessor borrows its fields.
                 let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
                     accessor(store)
                 }));
@@ -1083,7 +1104,9 @@ impl StoreOpaque {
             Ok(MmuInterruptDecision::Interrupt) => {
                 return Some(TrapSiteKind::Trap(Trap::Interrupt));
             }
-            // SAFETY: called from this store's Wasm, on its fiber if any.
+            // SAFETY: `store` is live and unborrowed here, and this thread
+            // runs its Wasm at a poll (our own `# Safety`), which is what
+            // `mmu_yield` requires; the accessor's borrows have ended.
             Ok(MmuInterruptDecision::Yield) => unsafe { Self::mmu_yield(store) },
             Err(e) => Err(e),
         };
@@ -1104,14 +1127,21 @@ impl StoreOpaque {
     ///
     /// # Safety
     ///
-    /// As for [`StoreOpaque::mmu_poll`].
+    /// `store` must be the live store whose Wasm is running on this thread,
+    /// at a poll, with no reference to it in use (the conditions of
+    /// [`StoreOpaque::mmu_poll`]).
     unsafe fn mmu_yield(store: *mut StoreOpaque) -> Result<()> {
-        // SAFETY: as in `mmu_poll`, the caller guarantees the store is live
-        // and used only by this thread, which runs its Wasm.
+        // SAFETY: the store is live and only this thread, which runs its
+        // Wasm, uses it, with no reference to it in use (this function's
+        // `# Safety`), so a short shared read of `async_state` is sound.
         if unsafe { !(*store).async_state.can_block() } {
             return Ok(());
         }
-        // SAFETY: per the contract: on the fiber running this store.
+        // SAFETY: `store` is live and unborrowed (this function's
+        // `# Safety`). A yielder is recorded (checked just above), and one
+        // is recorded only by `on_fiber` while its fiber runs the call; the
+        // Wasm polling here belongs to that call, so this thread is on that
+        // fiber, as `with_blocking` requires.
         unsafe { fiber::with_blocking(store, |cx| cx.block_on(fiber::yield_now()))? }
     }
 
@@ -1171,7 +1201,11 @@ impl StoreOpaque {
         if !self.engine.tunables().consume_fuel {
             bail!("fuel is not configured in this store");
         }
-        // SAFETY: no Wasm runs concurrently with `&self` access.
+        // SAFETY: the `VMStoreContext` is boxed in the store and lives as
+        // long as `self`. Its writers are compiled code of this store and
+        // `&mut self` methods; compiled code is not running while this
+        // thread is here (it is paused in a builtin, or not entered at all)
+        // and `&self` rules out the other writers, so the read cannot race.
         let consumed = unsafe { (*self.vm_store_context_ptr()).fuel_consumed };
         Ok(self
             .fuel_reserve
@@ -1185,7 +1219,10 @@ impl StoreOpaque {
         let interval = self.fuel_yield_interval.map_or(u64::MAX, |i| i.get());
         let injected = fuel.min(interval).min(i64::MAX as u64);
         self.fuel_reserve = fuel - injected;
-        // SAFETY: exclusive access to the store; `injected` fits in `i64`.
+        // SAFETY: the `VMStoreContext` is boxed in the store and lives as
+        // long as `self`; `&mut self` means no other reference to the store
+        // is in use, and compiled code, its only other writer, is not
+        // running while this host code is (it may be paused in a builtin).
         unsafe { (*self.vm_store_context_ptr()).fuel_consumed = -(injected as i64) };
         Ok(())
     }
@@ -1213,8 +1250,9 @@ impl StoreOpaque {
     /// `store` must be live and not otherwise referenced; called from Wasm
     /// of this store.
     pub(crate) unsafe fn out_of_gas(store: *mut StoreOpaque) -> Result<()> {
-        // SAFETY: the caller guarantees the store is live and not otherwise
-        // referenced, so a unique borrow is sound.
+        // SAFETY: the store is live and not otherwise referenced (this
+        // function's `# Safety`), so a unique borrow is sound; it is last
+        // used before `with_blocking` goes through `store` again.
         let this = unsafe { &mut *store };
         let fuel = this.get_fuel()?;
         if fuel == 0 {
@@ -1222,7 +1260,11 @@ impl StoreOpaque {
         }
         this.set_fuel(fuel)?;
         if this.fuel_yield_interval.is_some() && this.async_state.can_block() {
-            // SAFETY: called from this store's Wasm, on its fiber.
+            // SAFETY: `store` is live and `this` is no longer used. A yielder
+            // is recorded (`can_block`), and `on_fiber` records one only while
+            // its fiber runs the call; the Wasm that called this builtin
+            // (this function's `# Safety`) belongs to that call, so this
+            // thread is on that fiber, as `with_blocking` requires.
             unsafe { fiber::with_blocking(store, |cx| cx.block_on(fiber::yield_now()))?? };
         }
         Ok(())
@@ -1232,7 +1274,10 @@ impl StoreOpaque {
 
     fn set_epoch_deadline(&mut self, ticks: u64) {
         let deadline = self.engine.current_epoch().saturating_add(ticks);
-        // SAFETY: exclusive access to the store.
+        // SAFETY: the `VMStoreContext` is boxed in the store and lives as
+        // long as `self`; `&mut self` means no other reference to the store
+        // is in use, and compiled code, its only other writer, is not
+        // running while this host code is (it may be paused in a builtin).
         unsafe { (*self.vm_store_context_ptr()).epoch_deadline = deadline };
     }
 
@@ -1252,27 +1297,38 @@ impl StoreOpaque {
         // Compiled code calls whenever the counter reaches its cached
         // deadline; the real one may have moved later since (a host
         // function or callback set it).
-        // SAFETY: the caller guarantees the store is live and not otherwise
-        // referenced, and its `VMStoreContext` lives as long as it does (the
-        // two reads below rest on the same).
+        // SAFETY: the store is live and not otherwise referenced (this
+        // function's `# Safety`), its `VMStoreContext` is boxed in it, and
+        // the compiled code that writes the context is paused in this
+        // builtin, so the read cannot race.
         let deadline = unsafe { (*(*store).vm_store_context_ptr()).epoch_deadline };
-        // SAFETY: as above.
+        // SAFETY: the store is live and nothing else references it (this
+        // function's `# Safety`); this only reads its engine handle.
         if unsafe { (*store).engine.current_epoch() } < deadline {
             return Ok(deadline);
         }
-        // SAFETY: as above.
+        // SAFETY: the store is live and nothing else references it (this
+        // function's `# Safety`); this copies one `Copy` field out.
         let behavior = unsafe { (*store).epoch_behavior };
         let update = match behavior {
             EpochBehavior::Trap => UpdateDeadline::Interrupt,
             EpochBehavior::YieldAndUpdate(delta) => UpdateDeadline::Yield(delta),
-            // SAFETY: the accessor was installed for this store's `T`.
+            // SAFETY: only `Store<T>::epoch_deadline_callback` installs
+            // `EpochBehavior::Callback`, with `epoch_accessor::<T>` in its
+            // own `inner.opaque`, so `store` is the first field of a live
+            // `StoreInner<T>` of that `T`; the reads above were by value, so
+            // no reference into the store is in use during the callback.
             EpochBehavior::Callback(accessor) => unsafe { accessor(store)? },
         };
         let ticks = match update {
             UpdateDeadline::Interrupt => return Err(Trap::Interrupt.into()),
             UpdateDeadline::Continue(ticks) => ticks,
             UpdateDeadline::Yield(ticks) => {
-                // SAFETY: called from this store's Wasm.
+                // SAFETY: `store` is live and unborrowed here. A yielder, if
+                // one is recorded, was recorded by `on_fiber` for the fiber
+                // running this call, whose Wasm called this builtin (this
+                // function's `# Safety`), so this thread is on it; with none,
+                // `with_blocking` fails without suspending.
                 unsafe {
                     fiber::with_blocking(store, |cx| cx.block_on(fiber::yield_now()))
                         .map_err(|_| {
@@ -1284,7 +1340,10 @@ impl StoreOpaque {
                 ticks
             }
             UpdateDeadline::YieldCustom(ticks, future) => {
-                // SAFETY: called from this store's Wasm.
+                // SAFETY: `store` is live and unborrowed here. A recorded
+                // yielder is that of the fiber this thread is on: `on_fiber`
+                // records it for the call whose Wasm called this builtin
+                // (this function's `# Safety`); with none, this fails.
                 unsafe {
                     fiber::with_blocking(store, |cx| cx.block_on(future)).map_err(|_| {
                         anyhow!(
@@ -1295,7 +1354,10 @@ impl StoreOpaque {
                 ticks
             }
         };
-        // SAFETY: per the contract; the callback's borrow has ended.
+        // SAFETY: the store is live and nothing outside this function
+        // references it (this function's `# Safety`); the callback's and
+        // `with_blocking`'s borrows have ended, so the short `&mut` that
+        // `set_epoch_deadline` takes and the read after it alias nothing.
         unsafe {
             (*store).set_epoch_deadline(ticks);
             Ok((*(*store).vm_store_context_ptr()).epoch_deadline)
@@ -1352,8 +1414,10 @@ impl StoreOpaque {
 
     /// Swaps the stack limit compiled code checks (for fiber switches).
     pub(crate) fn replace_stack_limit(&mut self, limit: usize) -> usize {
-        // SAFETY: exclusive access to the store; no Wasm of this store runs
-        // on this thread during a fiber switch.
+        // SAFETY: the `VMStoreContext` is boxed in the store and lives as
+        // long as `self`; `&mut self` means no other reference to the store
+        // is in use, and compiled code of this store, which reads the limit,
+        // does not run during the fiber switches that call this.
         unsafe { std::mem::replace(&mut (*self.vm_store_context_ptr()).stack_limit, limit) }
     }
 
@@ -1363,8 +1427,11 @@ impl StoreOpaque {
         };
         let mut f = Some(f);
         let mut result = None;
-        // SAFETY: the accessor was installed for this store's `T` and only
-        // touches fields disjoint from `self`.
+        // SAFETY: only `Store<T>::limiter` installs an accessor, as
+        // `limiter_accessor::<T>` in its own `inner.opaque`, so `self` is
+        // the first field of a live `StoreInner<T>` of that `T`. The
+        // accessor touches only `limiter` and `data`, fields outside the
+        // `StoreOpaque` that our `&mut self` borrow covers.
         unsafe {
             accessor(self, &mut |limiter| {
                 if let Some(f) = f.take() {
@@ -1394,7 +1461,10 @@ impl StoreOpaque {
     ///
     /// # Safety
     ///
-    /// As for [`vm::Memory::new`].
+    /// A `Some(definition)` must point to a `VMMemoryDefinition` that stays
+    /// valid, and that nothing but the new memory writes, for as long as
+    /// the memory lives, which is as long as this store (the precondition
+    /// of [`vm::Memory::new`]).
     pub(crate) unsafe fn new_memory(
         &mut self,
         ty: &WasmMemoryType,
@@ -1423,10 +1493,11 @@ impl StoreOpaque {
         let pool = pooled
             .then(|| self.engine.pool().map(|p| p.memories.clone()))
             .flatten();
-        // SAFETY: our caller guarantees the definition's validity (this
-        // function's contract); `&mut self` means we run on the store's
-        // thread, in host code, and the memory lives in `self.memories`, so
-        // it is grown and dropped there too.
+        // SAFETY: a `Some(definition)` stays valid and unused by anything
+        // else while the memory lives (this function's `# Safety`).
+        // `&mut self` means we run on the store's thread, in host code, and
+        // the memory lives in `self.memories`, so it is grown and dropped
+        // there too, as `vm::Memory::new` requires of `mmu`'s store.
         let memory = unsafe {
             vm::Memory::new(
                 ty,
@@ -1445,7 +1516,10 @@ impl StoreOpaque {
     ///
     /// # Safety
     ///
-    /// As for [`vm::Table::new`].
+    /// A `Some(definition)` must point to a `VMTableDefinition` that stays
+    /// valid, and that nothing but the new table writes, for as long as the
+    /// table lives, which is as long as this store (the precondition of
+    /// [`vm::Table::new`]).
     pub(crate) unsafe fn new_table(
         &mut self,
         ty: &WasmTableType,
@@ -1466,7 +1540,9 @@ impl StoreOpaque {
             Some(pool) if pooled && allowed => Some(pool.tables.take()?),
             _ => None,
         };
-        // SAFETY: forwarded contract.
+        // SAFETY: a `Some(definition)` stays valid and unused by anything
+        // else while the table lives (this function's `# Safety`), which
+        // is exactly what `vm::Table::new` asks.
         let table = allowed
             .then(|| unsafe { vm::Table::new(ty, init, definition, slot) })
             .flatten()
@@ -1605,9 +1681,9 @@ impl StoreOpaque {
     /// function-reference value produced by this store's code or tables).
     pub(crate) unsafe fn func_from_raw(&mut self, ptr: usize) -> Option<Func> {
         let func_ref = NonNull::new(ptr as *mut VMFuncRef)?;
-        // SAFETY: the caller guarantees that a non-null `ptr` is a live
-        // `VMFuncRef` of this store (this function's `# Safety`), and null
-        // returned above.
+        // SAFETY: a non-null `ptr` is a live `VMFuncRef` of this store (this
+        // function's `# Safety`), null having returned above; `VMFuncRef`s
+        // are not written after they are made, so a shared borrow is sound.
         let fr = unsafe { func_ref.as_ref() };
         if fr.array_call.is_some() {
             // Only host functions have an array-call entry; their `vmctx`
@@ -1628,8 +1704,11 @@ impl StoreOpaque {
                 index: *index,
             });
         }
-        // SAFETY: a Wasm function's `vmctx` is an instance's `VMContext`
-        // of this store.
+        // SAFETY: with no array-call entry, `fr` is a Wasm function's
+        // `VMFuncRef`, whose `vmctx` is the `VMContext` of its instance in
+        // this store; the store never drops an instance before itself. The
+        // `&mut Instance` is only read, here, and `&mut self` means no other
+        // reference into the store's instances is in use meanwhile.
         let instance = unsafe { vm::Instance::from_vmctx(fr.vmctx) };
         let kind = FuncKind::Wasm {
             trampoline: instance.module().entry_trampoline(fr.type_index),
@@ -1768,9 +1847,10 @@ impl StoreOpaque {
     ///
     /// # Safety
     ///
-    /// `func` must be a Wasm function of this store and `values` must have
-    /// at least as many slots as its type needs, holding well-typed
-    /// parameters.
+    /// `func_ref` must be the `VMFuncRef` of a Wasm function of this store,
+    /// `trampoline` the entry trampoline for its type, and `values` must
+    /// point to at least as many slots as that type needs, holding
+    /// well-typed parameters (references of this store).
     pub(crate) unsafe fn call_wasm_raw(
         &mut self,
         func_ref: NonNull<VMFuncRef>,
@@ -1778,7 +1858,9 @@ impl StoreOpaque {
         values: *mut wasmtime_environ::vm::ValRaw,
     ) -> Result<()> {
         vm::sys::unix::signals::lazy_per_thread_init()?;
-        // SAFETY: the function reference is live (contract).
+        // SAFETY: `func_ref` is the `VMFuncRef` of a Wasm function of this
+        // store (this function's `# Safety`), which stays at its address
+        // while the store lives, and `&mut self` keeps other users away.
         let vmctx = unsafe { func_ref.as_ref().vmctx };
         let mmu_state: *const MmuInterruptState = match &self.mmu {
             Some(mmu) => {
@@ -1790,19 +1872,29 @@ impl StoreOpaque {
             None => std::ptr::null(),
         };
         let code = self.published_code();
-        let store: *mut StoreOpaque = self;
         self.wasm_call_depth += 1;
-        // SAFETY: the store context and code registry live as long as the
-        // store; the rest is the caller's contract.
+        let store_context = self.vm_store_context_ptr();
+        let max_wasm_stack = self.engine.config().max_wasm_stack;
+        let max_backtrace_frames = self.max_backtrace_frames();
+        // Made last, after every use of `self` before the call, so that no
+        // later access through `self` comes between its creation and the
+        // Wasm code's uses of it.
+        let store: *mut StoreOpaque = self;
+        // SAFETY: `lazy_per_thread_init` succeeded above, so the thread has
+        // an alternate signal stack. The store context, code registry and
+        // MMU state are owned by `self` (boxed or in an `Arc`), which the
+        // call borrows mutably throughout. `func_ref` is a Wasm function of
+        // this store whose type `trampoline` and `values` fit, and its
+        // `vmctx` is its instance's (this function's `# Safety`).
         let result = unsafe {
             vm::traphandlers::call_wasm(
                 vm::traphandlers::EntryStore {
-                    store_context: self.vm_store_context_ptr(),
+                    store_context,
                     store,
                     mmu: mmu_state,
                     code,
-                    max_wasm_stack: self.engine.config().max_wasm_stack,
-                    max_backtrace_frames: self.max_backtrace_frames(),
+                    max_wasm_stack,
+                    max_backtrace_frames,
                 },
                 trampoline,
                 func_ref.as_ptr(),
@@ -1937,10 +2029,11 @@ impl<'a, T: 'static> StoreContextMut<'a, T> {
     /// `T`, and no other reference to that store may be used while the
     /// result lives.
     pub(crate) unsafe fn from_opaque(opaque: &'a mut StoreOpaque) -> StoreContextMut<'a, T> {
-        // SAFETY: per the contract, `opaque` is the first field of a
-        // `#[repr(C)]` `StoreInner<T>`, so its address is the whole
-        // store's, and the exclusive borrow of the field is handed over to
-        // the whole for the same lifetime.
+        // SAFETY: `opaque` is the `opaque` field of a `StoreInner<T>` with
+        // this `T` and no other reference to that store is used while the
+        // result lives (this function's `# Safety`). That field comes first
+        // in the `#[repr(C)]` struct, so its address is the whole store's,
+        // and the exclusive borrow passes to the whole for the same `'a`.
         StoreContextMut(unsafe { &mut *(opaque as *mut StoreOpaque).cast::<StoreInner<T>>() })
     }
 }

@@ -31,9 +31,11 @@ enum Elements {
 }
 
 impl Elements {
-    fn as_ptr(&self) -> *mut usize {
+    /// The first element, for writing: compiled code and this table's
+    /// methods write every element through the published base.
+    fn as_mut_ptr(&mut self) -> *mut usize {
         match self {
-            Elements::Heap(v) => v.as_ptr().cast_mut(),
+            Elements::Heap(v) => v.as_mut_ptr(),
             Elements::Slot { slot, .. } => slot.base(),
         }
     }
@@ -144,7 +146,10 @@ pub struct Table {
 // SAFETY: the table owns its elements; the definition pointer is to memory
 // of the same store, which moves between threads as a whole.
 unsafe impl Send for Table {}
-// SAFETY: as above.
+// SAFETY: through `&Table` the elements and the definition are only read;
+// they are written by `&mut self` methods (and `publish`, called only from
+// those and `new`) or by compiled code, which runs with the store borrowed
+// mutably, so no write can overlap a shared reader on another thread.
 unsafe impl Sync for Table {}
 
 impl Table {
@@ -154,8 +159,9 @@ impl Table {
     ///
     /// # Safety
     ///
-    /// A `Some(definition)` must stay valid, and unused by anything else, as
-    /// long as this table lives.
+    /// A `Some(definition)` must point to an aligned `VMTableDefinition`
+    /// that stays valid as long as this table lives and that nothing but
+    /// this table writes (the store's compiled code may read it).
     pub unsafe fn new(
         ty: &WasmTableType,
         init: usize,
@@ -189,7 +195,7 @@ impl Table {
                 (owned.get(), Some(owned))
             }
         };
-        let table = Box::new(Table {
+        let mut table = Box::new(Table {
             elements,
             ty: *ty,
             definition,
@@ -199,19 +205,25 @@ impl Table {
         Some(table)
     }
 
-    fn publish(&self) {
-        // SAFETY: the definition is valid for this table's life and written
-        // only by it (constructor contract).
+    fn publish(&mut self) {
+        // SAFETY: `definition` is our own boxed cell or one the caller of
+        // `new` promised stays valid while this table lives and is written
+        // by nothing else; `&mut self` means no reader of ours overlaps this
+        // write. The base comes from a mutable borrow of the buffer, since
+        // elements are written through it.
         unsafe {
             *self.definition = VMTableDefinition {
-                base: self.elements.as_ptr(),
+                base: self.elements.as_mut_ptr(),
                 current_elements: self.elements.len(),
             }
         };
     }
 
     fn slots(&self) -> *mut usize {
-        // SAFETY: the definition's base is this vector's buffer.
+        // SAFETY: `definition` is valid for this table's life (our own
+        // cell, or as the caller of `new` promised); only `publish` writes
+        // it, called from `new` and `&mut self` methods, so no write
+        // overlaps this read through `&self`.
         unsafe { (*self.definition).base }
     }
 
@@ -235,8 +247,9 @@ impl Table {
         if index >= self.size() {
             return None;
         }
-        // SAFETY: in bounds; compiled code may have written the slot, so
-        // read through the published pointer.
+        // SAFETY: `index < size`, and `publish` runs after every change that
+        // may move the elements, so the published base is their live buffer;
+        // compiled code may have written the element, so read through it.
         Some(unsafe { *self.slots().add(index as usize) })
     }
 
@@ -245,7 +258,10 @@ impl Table {
         if index >= self.size() {
             return false;
         }
-        // SAFETY: in bounds.
+        // SAFETY: `index < size` and the published base is the live element
+        // buffer (republished after every move); `&mut self` rules out other
+        // Rust access, and the store's compiled code is at most paused in
+        // the call that led here, so nothing else touches the element.
         unsafe { *self.slots().add(index as usize) = value };
         true
     }
@@ -362,7 +378,8 @@ mod tests {
             minimum: 2,
             maximum: Some(5),
         };
-        // SAFETY: the table owns its definition.
+        // SAFETY: `definition` is `None`, so the table allocates and owns
+        // its own and there is no outside pointer to keep valid.
         let mut t = unsafe { Table::new(&ty, 0, None, None) }.unwrap();
         assert_eq!(t.size(), 2);
         assert!(t.set(1, 7));
