@@ -23,6 +23,18 @@ else
       ;;
   esac
 fi
+# A `SAFETY:` comment argues why its block is sound; one that only points
+# elsewhere ("per the contract", "as above") says nothing a reader can check
+# where they stand. The phrases below are the ways such pointers were
+# written; an argument may still name the function's `# Safety` section, as
+# long as it says what that section promises.
+pointers=$(git grep -n -i -E 'SAFETY: *(per (the|its|our) contract|as above|see above|ditto|same as above|as before)' \
+  -- '*.rs' || true)
+if [ -n "$pointers" ]; then
+  echo "$pointers"
+  echo "lint: the SAFETY comments above point elsewhere instead of arguing; say why the block is sound"
+  exit 1
+fi
 # fuzz/ is its own workspace; its lints run where it is built (ci/fuzz-smoke.sh
 # builds it with cargo-fuzz), its formatting here.
 cargo fmt --manifest-path fuzz/Cargo.toml --all -- --check
