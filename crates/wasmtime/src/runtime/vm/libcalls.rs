@@ -110,35 +110,31 @@ mod exit_shims {
         VMSTORE_CONTEXT_LAST_WASM_EXIT_PC_OFFSET,
     };
 
+    /// What a shim does before it jumps to its builtin: store the calling
+    /// Wasm frame's frame pointer and return address in the store context.
     #[cfg(target_arch = "x86_64")]
-    macro_rules! exit_shims {
-        ($($shim:ident => $builtin:ident;)*) => {
-            $(
-                core::arch::global_asm!(
-                    ".text",
-                    ".p2align 4",
-                    concat!(".globl ", stringify!($shim)),
-                    concat!(".hidden ", stringify!($shim)),
-                    concat!(".type ", stringify!($shim), ",@function"),
-                    concat!(stringify!($shim), ":"),
-                    "mov rax, [rdi + {store_context}]",
-                    "mov [rax + {exit_fp}], rbp",
-                    "mov r11, [rsp]",
-                    "mov [rax + {exit_pc}], r11",
-                    "jmp {builtin}",
-                    concat!(".size ", stringify!($shim), ", . - ", stringify!($shim)),
-                    store_context = const VMCTX_STORE_CONTEXT_OFFSET,
-                    exit_fp = const VMSTORE_CONTEXT_LAST_WASM_EXIT_FP_OFFSET,
-                    exit_pc = const VMSTORE_CONTEXT_LAST_WASM_EXIT_PC_OFFSET,
-                    builtin = sym super::$builtin,
-                );
-            )*
+    macro_rules! record_exit {
+        () => {
+            "mov rax, [rdi + {store_context}]
+             mov [rax + {exit_fp}], rbp
+             mov r11, [rsp]
+             mov [rax + {exit_pc}], r11
+             jmp {builtin}"
         };
     }
 
     // The offsets are small multiples of 8, which the scaled 12-bit
     // immediates of `ldr`/`str` encode directly (checked below).
     #[cfg(target_arch = "aarch64")]
+    macro_rules! record_exit {
+        () => {
+            "ldr x16, [x0, #{store_context}]
+             str x29, [x16, #{exit_fp}]
+             str x30, [x16, #{exit_pc}]
+             b {builtin}"
+        };
+    }
+
     macro_rules! exit_shims {
         ($($shim:ident => $builtin:ident;)*) => {
             $(
@@ -149,10 +145,7 @@ mod exit_shims {
                     concat!(".hidden ", stringify!($shim)),
                     concat!(".type ", stringify!($shim), ",%function"),
                     concat!(stringify!($shim), ":"),
-                    "ldr x16, [x0, #{store_context}]",
-                    "str x29, [x16, #{exit_fp}]",
-                    "str x30, [x16, #{exit_pc}]",
-                    "b {builtin}",
+                    record_exit!(),
                     concat!(".size ", stringify!($shim), ", . - ", stringify!($shim)),
                     store_context = const VMCTX_STORE_CONTEXT_OFFSET,
                     exit_fp = const VMSTORE_CONTEXT_LAST_WASM_EXIT_FP_OFFSET,
