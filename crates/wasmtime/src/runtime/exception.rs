@@ -124,10 +124,18 @@ impl Tag {
     }
 
     /// The payload's function type (its params are the payload).
+    ///
+    /// # Panics
+    ///
+    /// If the tag belongs to another store (every caller checks first and
+    /// reports that as an error; this keeps the read below sound anyway).
     pub(crate) fn payload_type(&self, store: &StoreOpaque) -> FuncType {
-        // SAFETY: every caller has checked that `self` belongs to `store` (or
-        // built it from a definition of `store`), and a tag of a store
-        // points at a definition the store keeps (in an instance's
+        assert!(
+            self.comes_from_same_store(store),
+            "a tag used with a store it does not belong to"
+        );
+        // SAFETY: `self` belongs to `store` (asserted above), and a tag of a
+        // store points at a definition the store keeps (in an instance's
         // `VMContext` or its host tags) for its whole life; definitions are
         // never written after they are made, so the read cannot race.
         let index = unsafe { (*self.definition()).type_index };
