@@ -225,6 +225,30 @@ fn limits_are_enforced_with_upstreams_messages() {
     Engine::new(&config).unwrap();
 }
 
+/// A module whose second memory finds the pool empty fails to instantiate,
+/// and the slot its first memory took goes back to the pool with the
+/// failure, not with the store.
+#[test]
+fn failed_instantiation_gives_its_slots_back() {
+    let engine = Engine::new(&pooling(|p| {
+        p.total_memories(2).max_memories_per_module(2);
+    }))
+    .unwrap();
+    let one = Module::new(&engine, GUEST).unwrap();
+    let two = Module::new(&engine, "(module (memory 1) (memory 1))").unwrap();
+    let mut store = Store::new(&engine, ());
+    Instance::new(&mut store, &one, &[]).unwrap();
+    for attempt in 0..3 {
+        let err = Instance::new(&mut store, &two, &[]).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("maximum concurrent limit of 2 for memories reached"),
+            "attempt {attempt}: {err:#}"
+        );
+    }
+    // The second slot is free again.
+    Instance::new(&mut store, &one, &[]).unwrap();
+}
+
 #[test]
 fn mmu_interruption_in_pooled_memories() {
     for mode in [

@@ -376,6 +376,66 @@ fn store_limits() -> Result<()> {
     Ok(())
 }
 
+/// An instantiation that fails part way through making the instance's own
+/// state (here the limiter refuses its table after its memory was made)
+/// leaves nothing of it behind: the memory it made no longer counts
+/// against the store's limit of one, so the next try succeeds.
+#[test]
+fn failed_instantiation_releases_what_it_made() -> Result<()> {
+    struct RefuseTables {
+        refuse: bool,
+        memories_made: usize,
+    }
+    impl ResourceLimiter for RefuseTables {
+        fn memory_growing(&mut self, current: usize, _: usize, _: Option<usize>) -> Result<bool> {
+            if current == 0 {
+                self.memories_made += 1;
+            }
+            Ok(true)
+        }
+        fn table_growing(&mut self, _: usize, _: usize, _: Option<usize>) -> Result<bool> {
+            Ok(!self.refuse)
+        }
+        fn memories(&self) -> usize {
+            1
+        }
+    }
+    let engine = Engine::default();
+    let module = Module::new(
+        &engine,
+        r#"(module (memory (export "mem") 1) (table 1 funcref)
+            (func (export "load") (result i32) i32.const 0 i32.load))"#,
+    )?;
+    let mut store = Store::new(
+        &engine,
+        RefuseTables {
+            refuse: true,
+            memories_made: 0,
+        },
+    );
+    store.limiter(|limiter| limiter);
+    for attempt in 0..3 {
+        let err = Instance::new(&mut store, &module, &[]).unwrap_err();
+        assert!(
+            err.to_string().contains("table minimum size"),
+            "attempt {attempt}: {err}"
+        );
+    }
+    assert_eq!(
+        store.data().memories_made,
+        3,
+        "each attempt made its memory"
+    );
+    store.data_mut().refuse = false;
+    let instance = Instance::new(&mut store, &module, &[])?;
+    let load = instance.get_typed_func::<(), i32>(&mut store, "load")?;
+    assert_eq!(load.call(&mut store, ())?, 0);
+    // The store's one memory is taken now.
+    let err = Memory::new(&mut store, MemoryType::new(1, None)).unwrap_err();
+    assert!(err.to_string().contains("memory count too high"), "{err}");
+    Ok(())
+}
+
 /// With `trap_on_grow_failure`, a limiter refusing a Wasm `memory.grow` or
 /// `table.grow` makes the instruction trap with the limiter's error (and a
 /// backtrace pointing at the growing function), and the store stays usable.

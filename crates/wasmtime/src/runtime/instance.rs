@@ -698,6 +698,81 @@ fn match_limits(
     )
 }
 
+/// Creates `instance`'s defined memories, tables and globals in `store`
+/// and gives its tables their initial values; on an error, what it made is
+/// left at the end of the store's lists for the caller to drop.
+fn define_state(
+    store: &mut StoreOpaque,
+    module: &Module,
+    instance: &mut vm::Instance,
+) -> Result<()> {
+    let info = module.info();
+    // Memories.
+    for (defined, ty) in info
+        .memories
+        .values()
+        .skip(info.num_imported_memories as usize)
+        .enumerate()
+    {
+        let defined = wasmtime_environ::DefinedMemoryIndex::new(defined);
+        let def = instance.memory_definition(defined);
+        let image = module.memory_images().memory(defined).cloned();
+        // SAFETY: `def` lies in the new instance's `VMContext`, which the
+        // store keeps as long as the memory once `instantiate` pushes the
+        // instance; nothing but the memory writes it. (Should instantiation
+        // fail before the push, `instantiate` drops the memory before the
+        // context.)
+        let id = unsafe { store.new_memory(ty, Some(def), image, true)? };
+        instance.memories.push(id);
+    }
+
+    // Tables, null-initialized for now.
+    for (defined, ty) in info
+        .tables
+        .values()
+        .skip(info.num_imported_tables as usize)
+        .enumerate()
+    {
+        let def = instance.table_definition(wasmtime_environ::DefinedTableIndex::new(defined));
+        // SAFETY: `def` lies in the new instance's `VMContext`, which the
+        // store keeps as long as the table once `instantiate` pushes the
+        // instance; nothing but the table writes it. (Should instantiation
+        // fail before the push, `instantiate` drops the table before the
+        // context.)
+        let id = unsafe { store.new_table(ty, 0, Some(def), true)? };
+        instance.tables.push(id);
+    }
+
+    // Globals, in order (an initializer may read earlier globals).
+    store.globals.reserve(info.global_inits.len());
+    instance.globals.reserve(info.global_inits.len());
+    for (defined, init) in info.global_inits.iter() {
+        let index = info.global_index(defined);
+        let ty = info.globals[index];
+        let value = instance.eval_const(store, init)?;
+        let def = instance.global_definition(defined);
+        // SAFETY: `def` is this global's storage inside the new instance's
+        // `VMContext`, aligned by `VMOffsets`; no code has seen that context
+        // yet, so nothing else reads or writes it.
+        unsafe { vm::Instance::write_global(def, value, ty.content) };
+        let id = store.push_global(ty, Some(def));
+        instance.globals.push(id);
+    }
+
+    // Table initial values.
+    for (defined, init) in info.table_inits.iter() {
+        if let Some(init) = init {
+            let value = instance.eval_const(store, init)?.get_reference();
+            let index = info.table_index(defined);
+            let table = &mut store.tables[instance.tables[index.index()]];
+            let size = table.size();
+            table.fill(0, value, size);
+        }
+    }
+
+    Ok(())
+}
+
 /// Instantiates `module` in `store` with type-checked `imports`.
 fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> Result<Instance> {
     let info = module.info();
@@ -824,67 +899,23 @@ fn instantiate(store: &mut StoreOpaque, module: &Module, imports: &[Extern]) -> 
         }
     }
 
-    // Memories.
-    for (defined, ty) in info
-        .memories
-        .values()
-        .skip(info.num_imported_memories as usize)
-        .enumerate()
-    {
-        let defined = wasmtime_environ::DefinedMemoryIndex::new(defined);
-        let def = instance.memory_definition(defined);
-        let image = module.memory_images().memory(defined).cloned();
-        // SAFETY: `def` lies in the new instance's `VMContext`, which the
-        // store keeps, once the instance is pushed below, as long as the
-        // memory; nothing but the memory writes it. (Should instantiation
-        // fail before the push, the memory stays in the store with no
-        // handle, and nothing reads or writes `def` through it again.)
-        let id = unsafe { store.new_memory(ty, Some(def), image, true)? };
-        instance.memories.push(id);
-    }
-
-    // Tables, null-initialized for now.
-    for (defined, ty) in info
-        .tables
-        .values()
-        .skip(info.num_imported_tables as usize)
-        .enumerate()
-    {
-        let def = instance.table_definition(wasmtime_environ::DefinedTableIndex::new(defined));
-        // SAFETY: `def` lies in the new instance's `VMContext`, which the
-        // store keeps, once the instance is pushed below, as long as the
-        // table; nothing but the table writes it. (Should instantiation
-        // fail before the push, the table stays in the store with no
-        // handle, and nothing reads or writes `def` through it again.)
-        let id = unsafe { store.new_table(ty, 0, Some(def), true)? };
-        instance.tables.push(id);
-    }
-
-    // Globals, in order (an initializer may read earlier globals).
-    store.globals.reserve(info.global_inits.len());
-    instance.globals.reserve(info.global_inits.len());
-    for (defined, init) in info.global_inits.iter() {
-        let index = info.global_index(defined);
-        let ty = info.globals[index];
-        let value = instance.eval_const(store, init)?;
-        let def = instance.global_definition(defined);
-        // SAFETY: `def` is this global's storage inside the new instance's
-        // `VMContext`, aligned by `VMOffsets`; no code has seen that context
-        // yet, so nothing else reads or writes it.
-        unsafe { vm::Instance::write_global(def, value, ty.content) };
-        let id = store.push_global(ty, Some(def));
-        instance.globals.push(id);
-    }
-
-    // Table initial values.
-    for (defined, init) in info.table_inits.iter() {
-        if let Some(init) = init {
-            let value = instance.eval_const(store, init)?.get_reference();
-            let index = info.table_index(defined);
-            let table = &mut store.tables[instance.tables[index.index()]];
-            let size = table.size();
-            table.fill(0, value, size);
-        }
+    // Should any of the instance's own state fail to come into being (a
+    // limiter refusing its second memory, say), what was made of it goes
+    // with the instance: each memory, table and global points into the
+    // `VMContext` that drops with `instance` when we return, and would
+    // otherwise keep its reservation, pool slot and place in the store's
+    // resource counts until the store drops.
+    let counts_before = (
+        store.memories.len(),
+        store.tables.len(),
+        store.globals.len(),
+    );
+    if let Err(error) = define_state(store, module, &mut instance) {
+        let (memories, tables, globals) = counts_before;
+        store.globals.truncate(globals);
+        store.tables.truncate(tables);
+        store.memories.truncate(memories);
+        return Err(error);
     }
 
     store.instances.push(instance);
