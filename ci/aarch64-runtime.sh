@@ -2,14 +2,14 @@
 # The Rust runtime on aarch64 (docs/mmu-interruption.md, "aarch64"): builds
 # the MMU interruption test suite (tests/mmu_interruption.rs, both arming
 # modes), the spec test runner (tests/spec.rs) and the WASI preview1 tests
-# (crates/wasi/tests/wasi.rs) and the public API's trap tests
-# (crates/wasmtime/tests/traps.rs) for aarch64-unknown-linux-gnu and runs,
-# under qemu-aarch64, the MMU suite, the WASI and trap tests and the spec
-# files about traps: out-of-bounds accesses, integer traps, stack
-# exhaustion, indirect-call checks, growth and tail calls (about half a
+# (crates/wasi/tests/wasi.rs) and the public API's trap and exception tests
+# (crates/wasmtime/tests/traps.rs, exceptions.rs) for
+# aarch64-unknown-linux-gnu and runs, under qemu-aarch64, the MMU suite,
+# the WASI, trap and exception tests and the spec files about traps and
+# exceptions: out-of-bounds accesses, integer traps, stack exhaustion,
+# indirect-call checks, growth, tail calls, throw and catch (about half a
 # minute; the whole spec suite takes 15 minutes emulated and passed by
-# hand on 2026-12-06, but for the exception-handling files, which are
-# x86_64 only).
+# hand on 2026-12-06, before exceptions were enabled on aarch64).
 #
 # There is no prebuilt aarch64 standard library here, so the build compiles
 # one from the toolchain's own sources (`-Zbuild-std`, with the rust-src
@@ -59,35 +59,43 @@ executable() {
 }
 exe="$(executable mmu_interruption)"
 spec="$(executable spec)"
-# A second command: `--test wasi` and `--test traps` name targets of other
-# packages.
+# A second command: `--test wasi`, `--test traps` and `--test exceptions`
+# name targets of other packages.
 cargo test -Zbuild-std=std,panic_abort,panic_unwind --target aarch64-unknown-linux-gnu \
     --target-dir target/aarch64-std -p wasmtime-mmu-wasi --test wasi -p wasmtime --test traps \
-    --no-run 2>&1 | tee "$log"
+    --test exceptions --no-run 2>&1 | tee "$log"
 wasi="$(executable wasi)"
 traps="$(executable traps)"
+exceptions="$(executable exceptions)"
 
 # Traps through the public API: every trap kind, host errors and panics,
 # stack overflows, backtraces (one taken inside an epoch callback, which
 # needs the builtins' exit shims), cross-store misuse (about 5 s).
 qemu-aarch64 -L "$sysroot" "$traps"
 
+# Exceptions through the public API: throw and catch within and across
+# functions, instances and the host, `exnref`s, precompiled modules, fuel,
+# MMU interruption, async calls; one test runs itself again in a child
+# process, which qemu-user cannot start by itself (about 10 s).
+TEST_CHILD_RUNNER="qemu-aarch64 -L $sysroot" qemu-aarch64 -L "$sysroot" "$exceptions"
+
 # WASI preview1 in-process: files and preopens, arguments, environment,
 # exit codes, bad guest pointers (about 15 s).
 qemu-aarch64 -L "$sysroot" "$wasi"
 
-# Each name selects the spec files that contain it (one each); the runner
-# exits non-zero when a file fails, and its last line counts files, which
-# must be all 14, so that a renamed file cannot drop out unnoticed.
+# Each name selects the spec files that contain it (one each, but
+# `exceptions/`, which selects that proposal's 4); the runner exits
+# non-zero when a file fails, and its last line counts files, which must be
+# all 18, so that a renamed file cannot drop out unnoticed.
 qemu-aarch64 -L "$sysroot" "$spec" wasm-v2/traps wasm-v2/memory_trap wasm-v2/address \
     wasm-v2/call_indirect wasm-v2/conversions wasm-v2/int_exprs wasm-v2/memory_grow \
     wasm-v2/linking wasm-v2/bulk wasm-v2/call.wast wasm-v2/fac wasm-v2/unreachable \
-    skip-stack-guard tail-call/return_call.wast 2>&1 | tee "$log"
-if ! grep -qx 'spec: 14 passed, 0 failed, 0 skipped' "$log"; then
-    echo "aarch64 runtime: the spec files about traps did not all run and pass" >&2
+    skip-stack-guard tail-call/return_call.wast exceptions/ 2>&1 | tee "$log"
+if ! grep -qx 'spec: 18 passed, 0 failed, 0 skipped' "$log"; then
+    echo "aarch64 runtime: the spec files about traps and exceptions did not all run and pass" >&2
     exit 1
 fi
 # The suite re-runs itself in a child process for the tests that may abort
 # the process; qemu-user cannot start an aarch64 child by itself.
-MMU_STRESS_SECS="${MMU_STRESS_SECS:-5}" MMU_CHILD_RUNNER="qemu-aarch64 -L $sysroot" \
+MMU_STRESS_SECS="${MMU_STRESS_SECS:-5}" TEST_CHILD_RUNNER="qemu-aarch64 -L $sysroot" \
     qemu-aarch64 -L "$sysroot" "$exe"

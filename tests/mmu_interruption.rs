@@ -22,7 +22,7 @@
 //!
 //! Linux on x86_64 and aarch64, the hosts where `Engine::new` accepts the
 //! knob; on aarch64 it runs under qemu-aarch64 (`ci/aarch64-runtime.sh`,
-//! which also sets `MMU_CHILD_RUNNER` for the tests that run in a child
+//! which also sets `TEST_CHILD_RUNNER` for the tests that run in a child
 //! process).
 #![cfg(all(
     target_os = "linux",

@@ -2977,11 +2977,11 @@ fn callback_runs_another_store_that_is_interrupted() -> Result<()> {
 /// take the whole process down.
 ///
 /// Where this binary cannot run by itself (an aarch64 build under
-/// qemu-user, with no binfmt handler registered), `MMU_CHILD_RUNNER` names
+/// qemu-user, with no binfmt handler registered), `TEST_CHILD_RUNNER` names
 /// the command to run it with, e.g. `qemu-aarch64 -L /usr/aarch64-linux-gnu`.
 fn run_in_child(test: &str) -> (std::process::ExitStatus, String) {
     let exe = std::env::current_exe().unwrap();
-    let runner = std::env::var("MMU_CHILD_RUNNER").unwrap_or_default();
+    let runner = std::env::var("TEST_CHILD_RUNNER").unwrap_or_default();
     let mut words = runner.split_whitespace();
     let mut command = match words.next() {
         Some(program) => {

@@ -351,12 +351,8 @@ impl CommonOptions {
                 .wasm_reference_types(enable)
                 .wasm_extended_const(enable)
                 .wasm_tail_call(enable)
-                .wasm_function_references(enable);
-            // Exceptions exist on x86_64 only; elsewhere "all" cannot
-            // include them, but "none" still turns them off.
-            if !enable || cfg!(target_arch = "x86_64") {
-                config.wasm_exceptions(enable);
-            }
+                .wasm_function_references(enable)
+                .wasm_exceptions(enable);
         }
         let mut guard_size = None;
         for s in self.settings() {

@@ -238,10 +238,14 @@ impl<'a, 'f> FuncTranslator<'a, 'f> {
     /// (with an error in the store), and traps after them.
     ///
     /// They are called with the `tail` convention so that inside a
-    /// `try_table` the call is a `try_call` (which Cranelift supports for
-    /// that convention) and a handler of this very function can catch; the
-    /// builtins' arguments travel in the C convention's registers either
-    /// way.
+    /// `try_table` the call is a `try_call` whose exceptional edge
+    /// Cranelift treats as clobbering every register (with the C
+    /// convention it would expect callee-saved registers back, which a
+    /// resumed handler does not get) and a handler of this very function
+    /// can catch. The builtins are C functions: on x86_64 `tail` puts the
+    /// arguments in the C convention's registers; on aarch64 it starts at
+    /// `x2`, and the builtins' exit shims move them down (the runtime's
+    /// `libcalls.rs`).
     fn call_throwing_builtin(&mut self, which: BuiltinFunctionIndex, args: &[Value]) {
         let sig = self
             .b

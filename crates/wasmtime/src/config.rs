@@ -58,8 +58,20 @@ pub struct Config {
     pub(crate) target: Option<target_lexicon::Triple>,
     pub(crate) profiler: ProfilingStrategy,
     /// Whether [`Config::wasm_exceptions`] was called: otherwise the
-    /// default follows the target (on for x86_64 only).
+    /// default follows the target (`exceptions_supported`).
     exceptions_chosen: bool,
+}
+
+/// Whether code for `arch` can throw and catch WebAssembly exceptions:
+/// the throw path needs, per architecture, exit shims that record the
+/// throwing Wasm frame for the builtins that throw, the frame walk, and the
+/// jump into a handler with its stack and frame pointers and payload
+/// register (`runtime/vm/arch`). x86_64 and aarch64 have all three.
+fn exceptions_supported(arch: target_lexicon::Architecture) -> bool {
+    matches!(
+        arch,
+        target_lexicon::Architecture::X86_64 | target_lexicon::Architecture::Aarch64(_)
+    )
 }
 
 /// The default [`ResetPolicy::ShootdownFree`] budget (see
@@ -91,7 +103,7 @@ impl Config {
     /// sign extension, saturating float-to-int conversions, multi-value,
     /// bulk memory, reference types and SIMD) plus the multi-memory,
     /// extended-const, tail-call and typed function references proposals
-    /// and, on x86_64, exception handling, and use Cranelift with
+    /// and exception handling, and use Cranelift with
     /// [`OptLevel::Speed`].
     pub fn new() -> Config {
         let mut features = WasmFeatures::WASM2
@@ -100,7 +112,10 @@ impl Config {
             | WasmFeatures::TAIL_CALL
             | WasmFeatures::FUNCTION_REFERENCES
             | WasmFeatures::COMPONENT_MODEL;
-        features.set(WasmFeatures::EXCEPTIONS, cfg!(target_arch = "x86_64"));
+        features.set(
+            WasmFeatures::EXCEPTIONS,
+            exceptions_supported(target_lexicon::HOST.architecture),
+        );
         Config {
             features,
             exceptions_chosen: false,
@@ -434,14 +449,16 @@ impl Config {
     ///
     /// ## Default
     ///
-    /// Enabled when compiling for x86_64 (as upstream enables it), disabled
-    /// for other targets unless this is called.
+    /// Enabled, as upstream enables it, when compiling for x86_64 or
+    /// aarch64 (the only targets [`Config::target`] accepts); disabled for
+    /// any other host unless this is called.
     ///
     /// # Errors
     ///
     /// [`Engine::new`](crate::Engine::new) fails if this is enabled for a
-    /// target other than x86_64 (the throw path's exit-frame shims exist
-    /// only there).
+    /// target other than x86_64 and aarch64 (the throw path needs
+    /// per-architecture exit shims and a jump into the handler, written
+    /// for those two only).
     ///
     /// # Panics
     ///
@@ -593,8 +610,10 @@ impl Config {
             .map_err(|e| anyhow::anyhow!("`{target}` is not a target triple: {e}"))?;
         if !self.exceptions_chosen {
             // The default follows the target (see `wasm_exceptions`).
-            let x86_64 = triple.architecture == target_lexicon::Architecture::X86_64;
-            self.features.set(WasmFeatures::EXCEPTIONS, x86_64);
+            self.features.set(
+                WasmFeatures::EXCEPTIONS,
+                exceptions_supported(triple.architecture),
+            );
         }
         self.target = Some(triple);
         Ok(self)
@@ -1714,9 +1733,9 @@ impl Config {
                 Some(triple) => triple.architecture,
                 None => target_lexicon::HOST.architecture,
             };
-            if arch != target_lexicon::Architecture::X86_64 {
+            if !exceptions_supported(arch) {
                 anyhow::bail!(
-                    "`Config::wasm_exceptions` is supported only on x86_64 targets (this one is {arch})"
+                    "`Config::wasm_exceptions` is supported only on x86_64 and aarch64 targets (this one is {arch})"
                 );
             }
         }

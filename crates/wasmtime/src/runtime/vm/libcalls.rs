@@ -98,7 +98,8 @@ wasmtime_environ::foreach_builtin_function!(define_builtin_array);
 /// Each shim is entered by compiled code's call with the Wasm frame's
 /// frame pointer still in place (`rbp`; `x29`) and the return address where
 /// the call put it (`[rsp]`; `x30`); it tail-jumps, so the builtin sees its
-/// arguments and returns straight to the Wasm caller. It uses only
+/// arguments (on aarch64 the throwing builtins' shims first move them, see
+/// `record_exit`) and returns straight to the Wasm caller. It uses only
 /// registers a callee may clobber that carry no argument: `rax` and `r11`
 /// under System V, `x16` under AAPCS64 (the intra-call scratch register,
 /// which a linker veneer may clobber at any call, so Cranelift never keeps
@@ -112,9 +113,13 @@ mod exit_shims {
 
     /// What a shim does before it jumps to its builtin: store the calling
     /// Wasm frame's frame pointer and return address in the store context.
+    /// `tail` marks a builtin that compiled code calls with Cranelift's
+    /// `tail` convention (the throwing ones, see the translator's
+    /// `call_throwing_builtin`); on x86_64 that convention passes the first
+    /// six integer arguments in System V's registers, so nothing differs.
     #[cfg(target_arch = "x86_64")]
     macro_rules! record_exit {
-        () => {
+        ($($tail:ident)?) => {
             "mov rax, [rdi + {store_context}]
              mov [rax + {exit_fp}], rbp
              mov r11, [rsp]
@@ -125,6 +130,14 @@ mod exit_shims {
 
     // The offsets are small multiples of 8, which the scaled 12-bit
     // immediates of `ldr`/`str` encode directly (checked below).
+    //
+    // Cranelift's `tail` convention on aarch64 keeps `x0` (return area) and
+    // `x1` (indirect callee) out of the argument registers, so a builtin
+    // called with it finds `vmctx` and its other arguments in `x2`..`x4`:
+    // its shim reads `vmctx` there and moves the three down to where the C
+    // convention puts them before jumping. Three covers both throwing
+    // builtins (`throw` takes three, `throw_ref` two; a third register
+    // moved needlessly is a caller-saved one, clobbered by any call).
     #[cfg(target_arch = "aarch64")]
     macro_rules! record_exit {
         () => {
@@ -133,10 +146,19 @@ mod exit_shims {
              str x30, [x16, #{exit_pc}]
              b {builtin}"
         };
+        (tail) => {
+            "ldr x16, [x2, #{store_context}]
+             str x29, [x16, #{exit_fp}]
+             str x30, [x16, #{exit_pc}]
+             mov x0, x2
+             mov x1, x3
+             mov x2, x4
+             b {builtin}"
+        };
     }
 
     macro_rules! exit_shims {
-        ($($shim:ident => $builtin:ident;)*) => {
+        ($($shim:ident => $builtin:ident $(, $tail:ident)?;)*) => {
             $(
                 core::arch::global_asm!(
                     ".text",
@@ -145,7 +167,7 @@ mod exit_shims {
                     concat!(".hidden ", stringify!($shim)),
                     concat!(".type ", stringify!($shim), ",%function"),
                     concat!(stringify!($shim), ":"),
-                    record_exit!(),
+                    record_exit!($($tail)?),
                     concat!(".size ", stringify!($shim), ", . - ", stringify!($shim)),
                     store_context = const VMCTX_STORE_CONTEXT_OFFSET,
                     exit_fp = const VMSTORE_CONTEXT_LAST_WASM_EXIT_FP_OFFSET,
@@ -174,12 +196,14 @@ mod exit_shims {
         wasmtime_mmu_exit_table_grow => table_grow;
         wasmtime_mmu_exit_new_epoch => new_epoch;
         wasmtime_mmu_exit_out_of_gas => out_of_gas;
-        wasmtime_mmu_exit_throw => throw;
-        wasmtime_mmu_exit_throw_ref => throw_ref;
+        wasmtime_mmu_exit_throw => throw, tail;
+        wasmtime_mmu_exit_throw_ref => throw_ref, tail;
     }
 
-    // The shims have exactly their builtins' signatures: they change no
-    // argument register and return through the builtin's own return.
+    // The shims have exactly their builtins' signatures and return through
+    // the builtin's own return. (For the `tail` ones, the signature is the
+    // builtin's as seen from Rust; compiled code calls them with `tail`,
+    // whose placement of the arguments the shim turns into the C one.)
     unsafe extern "C" {
         pub fn wasmtime_mmu_exit_memory_grow(vmctx: *mut u8, memory: u32, delta: u64) -> u64;
         pub fn wasmtime_mmu_exit_table_grow(

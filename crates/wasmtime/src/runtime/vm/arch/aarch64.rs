@@ -277,9 +277,7 @@ pub unsafe fn next_frame(fp: usize) -> (usize, usize) {
 /// Resumes compiled code at the exception handler `pc` of the frame whose
 /// stack and frame pointers are `sp` and `fp`, with `payload` (the
 /// exception's handle) in `x0`, where Cranelift's exception ABI delivers
-/// the first payload value. (Exceptions are refused on aarch64 until its
-/// builtins record their exit frames; this is here for that day, and has
-/// not run.)
+/// the first payload value.
 ///
 /// # Safety
 ///
