@@ -587,9 +587,10 @@ impl Config {
     /// triple gives code that runs here but, unlike the default, without
     /// the host's detected CPU features. x86_64 and aarch64 are supported,
     /// as on the host; the aarch64 runtime has run only under qemu (its
-    /// MMU interruption tests, the spec files about traps and the WASI
-    /// tests in CI; see `docs/mmu-interruption.md`), so loading aarch64
-    /// artifacts is untested beyond that.
+    /// MMU interruption tests, the spec files about traps and exceptions,
+    /// the trap, exception and WASI tests in CI; see
+    /// `docs/mmu-interruption.md`), so loading aarch64 artifacts is
+    /// untested beyond that.
     ///
     /// ## Default
     ///
