@@ -40,6 +40,15 @@ fn refused_unless_enabled() {
             "{target}"
         );
     }
+    // Any other architecture: the throw path has no exit shims there.
+    let mut config = Config::new();
+    config.target("riscv64gc-unknown-linux-gnu").unwrap();
+    config.wasm_exceptions(true);
+    let err = Engine::new(&config).expect_err("exceptions refused on riscv64");
+    assert!(
+        format!("{err:#}").contains("only on x86_64 and aarch64"),
+        "{err:#}"
+    );
 }
 
 #[test]
