@@ -25,10 +25,11 @@
 //!   failed, which compiled code turns into a `HostCallFailed` trap.
 //! * `throw` and `throw_ref` do not return when they succeed: the runtime
 //!   resumes at the handler that catches the exception, or at the entry
-//!   into Wasm. Compiled code calls them with the `tail` convention (whose
-//!   integer argument registers are the C convention's), inside a
-//!   `try_table` as a `try_call`, so that a handler of the throwing
-//!   function itself can catch.
+//!   into Wasm. Compiled code calls them with the `tail` convention, inside
+//!   a `try_table` as a `try_call`, so that a handler of the throwing
+//!   function itself can catch. On x86_64 that convention's integer
+//!   argument registers are the C convention's; on aarch64 they start at
+//!   `x2`, and the runtime's exit shims for these two move them down.
 
 /// What a `*_grow` builtin returns when the growth failed with an error that
 /// must trap (see the module docs): -2 as a signed value, never a valid old
@@ -121,7 +122,7 @@ macro_rules! declare_indices {
             }
 
             /// Parameter types, `vmctx` first.
-            pub fn params(self) -> &'static [BuiltinType] {
+            pub const fn params(self) -> &'static [BuiltinType] {
                 match self {
                     $(BuiltinFunctionIndex::$name => &[$(BuiltinType::$pty,)*],)*
                 }

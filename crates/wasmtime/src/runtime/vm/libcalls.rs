@@ -191,6 +191,17 @@ mod exit_shims {
         );
     };
 
+    // The `tail` shims move three argument registers (`record_exit`).
+    #[cfg(target_arch = "aarch64")]
+    const _: () = {
+        use wasmtime_environ::builtins::BuiltinFunctionIndex;
+        assert!(
+            BuiltinFunctionIndex::throw.params().len() <= 3
+                && BuiltinFunctionIndex::throw_ref.params().len() <= 3,
+            "a throwing builtin takes more arguments than its exit shim moves"
+        );
+    };
+
     exit_shims! {
         wasmtime_mmu_exit_memory_grow => memory_grow;
         wasmtime_mmu_exit_table_grow => table_grow;
