@@ -189,11 +189,7 @@ mod exit_shims {
                 && encodable(VMSTORE_CONTEXT_LAST_WASM_EXIT_PC_OFFSET),
             "an exit shim's offset does not fit an ldr/str immediate"
         );
-    };
-
-    // The `tail` shims move three argument registers (`record_exit`).
-    #[cfg(target_arch = "aarch64")]
-    const _: () = {
+        // The `tail` shims move three argument registers (`record_exit`).
         use wasmtime_environ::builtins::BuiltinFunctionIndex;
         assert!(
             BuiltinFunctionIndex::throw.params().len() <= 3

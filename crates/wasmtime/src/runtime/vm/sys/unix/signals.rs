@@ -51,6 +51,11 @@ static INIT: Once = Once::new();
 /// Installs the trap handler for this process (once; later calls do
 /// nothing).
 pub fn init_traps() {
+    let check = |rc: libc::c_int, what: &str| {
+        if rc != 0 {
+            panic!("unable to {what}: {}", std::io::Error::last_os_error());
+        }
+    };
     INIT.call_once(|| {
         for (i, &signal) in SIGNALS.iter().enumerate() {
             // The previous action is read by a call of its own, before ours
@@ -66,12 +71,7 @@ pub fn init_traps() {
                 let prev = (*PREVIOUS.0.get())[i].as_mut_ptr();
                 libc::sigaction(signal, ptr::null(), prev)
             };
-            if rc != 0 {
-                panic!(
-                    "unable to read the previous signal handler: {}",
-                    std::io::Error::last_os_error()
-                );
-            }
+            check(rc, "read the previous signal handler");
             // SAFETY: all-zero bytes are a valid `sigaction` (integers, a
             // signal mask, nullable addresses), `trap_handler` has the
             // three-argument signature `SA_SIGINFO` calls, and the slot it
@@ -83,12 +83,7 @@ pub fn init_traps() {
                 libc::sigemptyset(&mut action.sa_mask);
                 libc::sigaction(signal, &action, ptr::null_mut())
             };
-            if rc != 0 {
-                panic!(
-                    "unable to install signal handler: {}",
-                    std::io::Error::last_os_error()
-                );
-            }
+            check(rc, "install signal handler");
         }
     });
 }
