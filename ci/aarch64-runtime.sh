@@ -2,14 +2,15 @@
 # The Rust runtime on aarch64 (docs/mmu-interruption.md, "aarch64"): builds
 # the MMU interruption test suite (tests/mmu_interruption.rs, both arming
 # modes), the spec test runner (tests/spec.rs) and the WASI preview1 tests
-# (crates/wasi/tests/wasi.rs) and the public API's trap and exception tests
-# (crates/wasmtime/tests/traps.rs, exceptions.rs) for
-# aarch64-unknown-linux-gnu and runs, under qemu-aarch64, the MMU suite,
-# the WASI, trap and exception tests and the spec files about traps and
-# exceptions: out-of-bounds accesses, integer traps, stack exhaustion,
-# indirect-call checks, growth, tail calls, throw and catch (about half a
-# minute; the whole spec suite takes 15 minutes emulated and passed by
-# hand on 2026-12-06, before exceptions were enabled on aarch64).
+# (crates/wasi/tests/wasi.rs) and the public API's trap, exception and
+# relaxed-SIMD tests (crates/wasmtime/tests/traps.rs, exceptions.rs,
+# relaxed_simd.rs) for aarch64-unknown-linux-gnu and runs, under
+# qemu-aarch64, the MMU suite, the WASI, trap, exception and relaxed-SIMD
+# tests and the spec files about traps, exceptions and relaxed SIMD:
+# out-of-bounds accesses, integer traps, stack exhaustion, indirect-call
+# checks, growth, tail calls, throw and catch, the relaxed instructions'
+# NEON sequences (about half a minute; the whole spec suite takes 15
+# minutes emulated and passed by hand on 2026-12-08).
 #
 # There is no prebuilt aarch64 standard library here, so the build compiles
 # one from the toolchain's own sources (`-Zbuild-std`, with the rust-src
@@ -63,10 +64,11 @@ spec="$(executable spec)"
 # name targets of other packages.
 cargo test -Zbuild-std=std,panic_abort,panic_unwind --target aarch64-unknown-linux-gnu \
     --target-dir target/aarch64-std -p wasmtime-mmu-wasi --test wasi -p wasmtime --test traps \
-    --test exceptions --no-run 2>&1 | tee "$log"
+    --test exceptions --test relaxed_simd --no-run 2>&1 | tee "$log"
 wasi="$(executable wasi)"
 traps="$(executable traps)"
 exceptions="$(executable exceptions)"
+relaxed_simd="$(executable relaxed_simd)"
 
 # Traps through the public API: every trap kind, host errors and panics,
 # stack overflows, backtraces (one taken inside an epoch callback, which
@@ -79,20 +81,25 @@ qemu-aarch64 -L "$sysroot" "$traps"
 # process, which qemu-user cannot start by itself (about 10 s).
 TEST_CHILD_RUNNER="qemu-aarch64 -L $sysroot" qemu-aarch64 -L "$sysroot" "$exceptions"
 
+# Relaxed SIMD against the proposal's model, both modes (which compile the
+# same NEON code on aarch64; about 10 s).
+qemu-aarch64 -L "$sysroot" "$relaxed_simd"
+
 # WASI preview1 in-process: files and preopens, arguments, environment,
 # exit codes, bad guest pointers (about 15 s).
 qemu-aarch64 -L "$sysroot" "$wasi"
 
 # Each name selects the spec files that contain it (one each, but
-# `exceptions/`, which selects that proposal's 4); the runner exits
-# non-zero when a file fails, and its last line counts files, which must be
-# all 18, so that a renamed file cannot drop out unnoticed.
+# `exceptions/`, which selects that proposal's 4, and `relaxed-simd`, which
+# selects its 7 files in both modes); the runner exits non-zero when a
+# file fails, and its last line counts files, which must be all 32, so
+# that a renamed file cannot drop out unnoticed.
 qemu-aarch64 -L "$sysroot" "$spec" wasm-v2/traps wasm-v2/memory_trap wasm-v2/address \
     wasm-v2/call_indirect wasm-v2/conversions wasm-v2/int_exprs wasm-v2/memory_grow \
     wasm-v2/linking wasm-v2/bulk wasm-v2/call.wast wasm-v2/fac wasm-v2/unreachable \
-    skip-stack-guard tail-call/return_call.wast exceptions/ 2>&1 | tee "$log"
-if ! grep -qx 'spec: 18 passed, 0 failed, 0 skipped' "$log"; then
-    echo "aarch64 runtime: the spec files about traps and exceptions did not all run and pass" >&2
+    skip-stack-guard tail-call/return_call.wast exceptions/ relaxed-simd 2>&1 | tee "$log"
+if ! grep -qx 'spec: 32 passed, 0 failed, 0 skipped' "$log"; then
+    echo "aarch64 runtime: the spec files about traps, exceptions and relaxed SIMD did not all run and pass" >&2
     exit 1
 fi
 # The suite re-runs itself in a child process for the tests that may abort

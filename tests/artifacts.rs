@@ -279,6 +279,13 @@ fn each_code_shaping_setting_is_checked() {
             "WebAssembly feature `simd` enabled, but this engine has it disabled",
         ),
         (
+            "relaxed SIMD",
+            Box::new(|c: &mut Config| {
+                c.relaxed_simd_deterministic(true);
+            }),
+            "`relaxed_simd_deterministic` = false, but this engine is configured with true",
+        ),
+        (
             "opt level",
             Box::new(|c: &mut Config| {
                 c.cranelift_opt_level(OptLevel::None);

@@ -498,6 +498,37 @@ fn disabled_proposal_rejects_module() {
 }
 
 #[test]
+fn relaxed_simd_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let wat = dir.path().join("relaxed.wat");
+    // Index 16: lane 0 (7) with `pshufb`, 0 with the deterministic swizzle.
+    std::fs::write(
+        &wat,
+        r#"(module (func (export "f") (result i32)
+            (i8x16.extract_lane_u 0 (i8x16.relaxed_swizzle
+              (i8x16.splat (i32.const 7)) (i8x16.splat (i32.const 16))))))"#,
+    )
+    .unwrap();
+    let wat = wat.to_str().unwrap();
+    let o = run(&["-W", "relaxed-simd-deterministic=y", "--invoke", "f", wat]);
+    assert_status(&o, 0);
+    assert_eq!(stdout(&o), "0\n");
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("ssse3") {
+        let o = run(&["--invoke", "f", wat]);
+        assert_status(&o, 0);
+        assert_eq!(stdout(&o), "7\n");
+    }
+    let o = run(&["-W", "relaxed-simd=n", "--invoke", "f", wat]);
+    assert_status(&o, 1);
+    assert!(stderr(&o).contains("relaxed SIMD"), "{}", stderr(&o));
+    // Asked for by name, relaxed SIMD without SIMD is refused.
+    let o = run(&["-W", "relaxed-simd=y,simd=n", "--invoke", "f", wat]);
+    assert_status(&o, 1);
+    assert!(stderr(&o).contains("wasm_relaxed_simd"), "{}", stderr(&o));
+}
+
+#[test]
 fn option_group_help() {
     let o = run(&["-W", "help"]);
     assert_status(&o, 0);

@@ -1,5 +1,6 @@
 //! The official WebAssembly spec testsuite (Wasm 2.0 plus the SIMD,
-//! exceptions, tail-call and function-references proposal files), run through a wast harness.
+//! relaxed-SIMD, exceptions, tail-call and function-references proposal
+//! files), run through a wast harness.
 //!
 //! Run with `cargo test --release --test spec`. Arguments that do not start
 //! with `-` select the files whose name contains one of them, e.g.

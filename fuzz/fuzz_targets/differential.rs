@@ -47,7 +47,7 @@ fn run(data: &[u8]) -> Result<()> {
     let host_fail_one_in = *u.choose(&[0, 0, 0, 3, 61, 1])?;
     let context = format!("config: {config:?}\nhost_fail_one_in: {host_fail_one_in}");
 
-    let up_engine = upstream_engine();
+    let up_engine = upstream_engine(config.relaxed_simd_deterministic);
     let our_engine = ours_engine(&config);
     let Some(ours_compiled) = ours_compile(&our_engine, &wasm) else {
         return Ok(());
@@ -65,12 +65,19 @@ fn run(data: &[u8]) -> Result<()> {
         ),
     };
     stats::bump("modules_compiled");
-    let (tail_calls, typed_refs) = proposals_used(&wasm);
-    if tail_calls {
+    let used = proposals_used(&wasm);
+    if used.tail_calls {
         stats::bump("modules_compiled_with_tail_calls");
     }
-    if typed_refs {
+    if used.typed_refs {
         stats::bump("modules_compiled_with_typed_function_references");
+    }
+    if used.relaxed_simd {
+        stats::bump(if config.relaxed_simd_deterministic {
+            "modules_compiled_with_relaxed_simd_deterministic"
+        } else {
+            "modules_compiled_with_relaxed_simd_fast"
+        });
     }
 
     let mut up_store = upstream::new_store(up_engine, host_fail_one_in);
@@ -520,9 +527,20 @@ impl OursInterrupts {
 /// function references (`call_ref`, `ref.as_non_null`, `br_on_null`,
 /// `br_on_non_null`), counted so that a run shows them compared, not only
 /// allowed.
-fn proposals_used(wasm: &[u8]) -> (bool, bool) {
+/// Which of the proposals that need counting a module's code uses.
+struct ProposalsUsed {
+    tail_calls: bool,
+    typed_refs: bool,
+    relaxed_simd: bool,
+}
+
+fn proposals_used(wasm: &[u8]) -> ProposalsUsed {
     use wasmparser::{Operator as O, Parser, Payload};
-    let (mut tail_calls, mut typed_refs) = (false, false);
+    let mut used = ProposalsUsed {
+        tail_calls: false,
+        typed_refs: false,
+        relaxed_simd: false,
+    };
     for payload in Parser::new(0).parse_all(wasm) {
         let Ok(Payload::CodeSectionEntry(body)) = payload else {
             continue;
@@ -532,18 +550,46 @@ fn proposals_used(wasm: &[u8]) -> (bool, bool) {
         };
         while !ops.eof() {
             match ops.read() {
-                Ok(O::ReturnCall { .. } | O::ReturnCallIndirect { .. }) => tail_calls = true,
-                Ok(O::ReturnCallRef { .. }) => (tail_calls, typed_refs) = (true, true),
+                Ok(O::ReturnCall { .. } | O::ReturnCallIndirect { .. }) => used.tail_calls = true,
+                Ok(O::ReturnCallRef { .. }) => (used.tail_calls, used.typed_refs) = (true, true),
                 Ok(
                     O::CallRef { .. }
                     | O::RefAsNonNull
                     | O::BrOnNull { .. }
                     | O::BrOnNonNull { .. },
-                ) => typed_refs = true,
+                ) => used.typed_refs = true,
+                Ok(op) if is_relaxed_simd(&op) => used.relaxed_simd = true,
                 Ok(_) => {}
                 Err(_) => break,
             }
         }
     }
-    (tail_calls, typed_refs)
+    used
+}
+
+fn is_relaxed_simd(op: &wasmparser::Operator<'_>) -> bool {
+    use wasmparser::Operator as O;
+    matches!(
+        op,
+        O::I8x16RelaxedSwizzle
+            | O::I32x4RelaxedTruncF32x4S
+            | O::I32x4RelaxedTruncF32x4U
+            | O::I32x4RelaxedTruncF64x2SZero
+            | O::I32x4RelaxedTruncF64x2UZero
+            | O::F32x4RelaxedMadd
+            | O::F32x4RelaxedNmadd
+            | O::F64x2RelaxedMadd
+            | O::F64x2RelaxedNmadd
+            | O::I8x16RelaxedLaneselect
+            | O::I16x8RelaxedLaneselect
+            | O::I32x4RelaxedLaneselect
+            | O::I64x2RelaxedLaneselect
+            | O::F32x4RelaxedMin
+            | O::F32x4RelaxedMax
+            | O::F64x2RelaxedMin
+            | O::F64x2RelaxedMax
+            | O::I16x8RelaxedQ15mulrS
+            | O::I16x8RelaxedDotI8x16I7x16S
+            | O::I32x4RelaxedDotI8x16I7x16AddS
+    )
 }

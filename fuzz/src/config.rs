@@ -15,14 +15,17 @@
 use arbitrary::{Result, Unstructured};
 use wasmparser::WasmFeatures;
 
-/// The proposals both engines are compared under: Wasm 2.0 plus
-/// multi-memory, extended-const, tail calls and typed function references
-/// (which wasm-smith generates only together with the rest of GC, so they
-/// reach the targets through the seed corpus: the proposal's spec modules).
+/// The proposals both engines are compared under: Wasm 2.0 plus relaxed
+/// SIMD, multi-memory, extended-const, tail calls and typed function
+/// references (which wasm-smith generates only together with the rest of
+/// GC, so they reach the targets through the seed corpus: the proposal's
+/// spec modules). Relaxed SIMD is compared in the mode ours draws
+/// ([`OursConfig::relaxed_simd_deterministic`]), upstream running the same.
 /// Not yet: exceptions (the comparison of outcomes knows no thrown
 /// exception yet) and `i31` (GC, which upstream runs whole and we do not).
 pub fn features() -> WasmFeatures {
     WasmFeatures::WASM2
+        | WasmFeatures::RELAXED_SIMD
         | WasmFeatures::MULTI_MEMORY
         | WasmFeatures::EXTENDED_CONST
         | WasmFeatures::TAIL_CALL
@@ -136,13 +139,15 @@ pub enum MmuThen {
 }
 
 /// What of [`OursConfig`] is baked into an engine: opt level, memory,
-/// epochs on, fuel on, MMU polls on and in which arming mode.
+/// epochs on, fuel on, MMU polls on and in which arming mode, and the
+/// relaxed-SIMD mode.
 pub type EngineKey = (
     OptLevel,
     MemoryKnobs,
     bool,
     bool,
     Option<(wasmtime::MmuInterruptionMode, bool)>,
+    bool,
 );
 
 /// The environment variable that pins [`OursConfig::mmu_mode`] for a
@@ -187,6 +192,14 @@ pub struct OursConfig {
     /// (`Config::mmu_interruption_leaf_polls`), when `mmu` is not `Off`:
     /// results must not depend on it either.
     pub mmu_leaf_polls: bool,
+    /// `Config::relaxed_simd_deterministic`, in ours and in the upstream
+    /// engine it is compared with. Deterministic, both must give the
+    /// reference interpreter's results; fast, both compile each relaxed
+    /// instruction to the same x86 instruction (`pshufb`, `cvttps2dq`,
+    /// `pmaddubsw`, `blendv`, FMA, ...), so on one machine their results
+    /// agree too. A divergence in the fast mode alone may therefore be a
+    /// deliberate change of sequence rather than a bug; none is made today.
+    pub relaxed_simd_deterministic: bool,
 }
 
 impl OursConfig {
@@ -209,6 +222,7 @@ impl OursConfig {
             mmu: Mmu::Off,
             mmu_mode: wasmtime::MmuInterruptionMode::Mprotect,
             mmu_leaf_polls: true,
+            relaxed_simd_deterministic: false,
         }
     }
 
@@ -275,6 +289,7 @@ impl OursConfig {
         // Drawn last, so that the inputs of earlier corpora keep the rest
         // of their configurations.
         let mmu_leaf_polls = u.ratio(2, 3)?;
+        let relaxed_simd_deterministic = u.arbitrary()?;
         Ok(OursConfig {
             opt_level,
             memory: MemoryKnobs {
@@ -290,6 +305,7 @@ impl OursConfig {
             mmu,
             mmu_mode,
             mmu_leaf_polls,
+            relaxed_simd_deterministic,
         })
     }
 
@@ -314,6 +330,7 @@ impl OursConfig {
         c.mmu_interruption(self.mmu != Mmu::Off);
         c.mmu_interruption_mode(self.mmu_mode);
         c.mmu_interruption_leaf_polls(self.mmu_leaf_polls);
+        c.relaxed_simd_deterministic(self.relaxed_simd_deterministic);
         c
     }
 
@@ -326,15 +343,18 @@ impl OursConfig {
             self.epochs != Epochs::Off,
             self.fuel != Fuel::Off,
             (self.mmu != Mmu::Off).then_some((self.mmu_mode, self.mmu_leaf_polls)),
+            self.relaxed_simd_deterministic,
         )
     }
 }
 
-/// Upstream's configuration: fixed, with fuel as the bound on runaway code.
-pub fn upstream_config() -> upstream_wasmtime::Config {
+/// Upstream's configuration: fixed but for the relaxed-SIMD mode, with
+/// fuel as the bound on runaway code.
+pub fn upstream_config(relaxed_simd_deterministic: bool) -> upstream_wasmtime::Config {
     let mut c = upstream_wasmtime::Config::new();
     c.wasm_features(WasmFeatures::all(), false);
     c.wasm_features(features(), true);
+    c.relaxed_simd_deterministic(relaxed_simd_deterministic);
     c.consume_fuel(true);
     c
 }

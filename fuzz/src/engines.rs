@@ -47,10 +47,13 @@ use crate::stats;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-/// Upstream's engine: one for the whole run, its configuration is fixed.
-pub fn upstream_engine() -> &'static upstream_wasmtime::Engine {
-    static ENGINE: OnceLock<upstream_wasmtime::Engine> = OnceLock::new();
-    ENGINE.get_or_init(|| upstream_wasmtime::Engine::new(&upstream_config()).unwrap())
+/// Upstream's engine for one relaxed-SIMD mode: one of each for the whole
+/// run, its configuration otherwise fixed.
+pub fn upstream_engine(relaxed_simd_deterministic: bool) -> &'static upstream_wasmtime::Engine {
+    static ENGINES: [OnceLock<upstream_wasmtime::Engine>; 2] = [OnceLock::new(), OnceLock::new()];
+    ENGINES[usize::from(relaxed_simd_deterministic)].get_or_init(|| {
+        upstream_wasmtime::Engine::new(&upstream_config(relaxed_simd_deterministic)).unwrap()
+    })
 }
 
 /// Our engine for `config`, cached: creating one per input would cost more

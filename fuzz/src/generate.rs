@@ -107,6 +107,8 @@ pub fn smith_config(u: &mut Unstructured<'_>, purpose: Purpose) -> Result<wasm_s
     if !c.reference_types_enabled {
         c.max_tables = c.max_tables.min(1);
     }
+    // Relaxed SIMD builds on SIMD; drawn last, as it was added last.
+    c.relaxed_simd_enabled = c.simd_enabled && u.arbitrary()?;
     Ok(c)
 }
 

@@ -38,6 +38,12 @@ const NEEDS_MULTI_MEMORY: &[&str] = &["simd/simd_memory-multi.wast"];
 /// `try_table.wast` uses) switched on.
 const EXCEPTIONS_DIR: &str = "exceptions/";
 const TAIL_CALL_DIR: &str = "tail-call/";
+/// The relaxed-SIMD proposal's folder, run with the fast lowering (the
+/// default), and the same files again under a second name with
+/// `Config::relaxed_simd_deterministic`: every result either way must be
+/// one the files allow.
+const RELAXED_SIMD_DIR: &str = "relaxed-simd/";
+const RELAXED_SIMD_DETERMINISTIC_DIR: &str = "relaxed-simd-deterministic/";
 /// The typed function references proposal's folder (with tail calls, for
 /// `return_call_ref`).
 const FUNCTION_REFERENCES_DIR: &str = "function-references/";
@@ -70,6 +76,8 @@ fn spec_config(name: &str) -> Config {
     // `try_table.wast` passes typed function references as payloads.
     let typed_refs = function_references || exceptions;
     let tail_call = exceptions || function_references || name.starts_with(TAIL_CALL_DIR);
+    let relaxed_deterministic = name.starts_with(RELAXED_SIMD_DETERMINISTIC_DIR);
+    let relaxed_simd = relaxed_deterministic || name.starts_with(RELAXED_SIMD_DIR);
     let mut config = Config::new();
     config
         .wasm_simd(true)
@@ -81,7 +89,8 @@ fn spec_config(name: &str) -> Config {
         .wasm_gc(gc)
         .wasm_function_references(typed_refs)
         .wasm_tail_call(tail_call)
-        .wasm_relaxed_simd(false)
+        .wasm_relaxed_simd(relaxed_simd)
+        .relaxed_simd_deterministic(relaxed_deterministic)
         .wasm_threads(false)
         .wasm_memory64(false)
         .wasm_exceptions(exceptions)
@@ -90,8 +99,9 @@ fn spec_config(name: &str) -> Config {
     config
 }
 
-/// The Wasm 2.0 files and those of the SIMD, exceptions, tail-call and
-/// function-references proposals, sorted by name.
+/// The Wasm 2.0 files and those of the SIMD, relaxed-SIMD (twice: see
+/// `RELAXED_SIMD_DIR`), exceptions, tail-call and function-references
+/// proposals, sorted by name.
 fn all_files() -> Vec<TestFile> {
     let v2 = spec(SpecVersion::V2).map(|f| TestFile {
         name: format!("wasm-v2/{}", f.name()),
@@ -101,6 +111,14 @@ fn all_files() -> Vec<TestFile> {
         name: format!("simd/{}", f.name()),
         text: f.raw().to_string(),
     });
+    let relaxed_simd = [RELAXED_SIMD_DIR, RELAXED_SIMD_DETERMINISTIC_DIR]
+        .into_iter()
+        .flat_map(|dir| {
+            proposal(Proposal::RelaxedSimd).map(move |f| TestFile {
+                name: format!("{dir}{}", f.name()),
+                text: f.raw().to_string(),
+            })
+        });
     let exceptions = proposal(Proposal::ExceptionHandling).map(|f| TestFile {
         name: format!("{EXCEPTIONS_DIR}{}", f.name()),
         text: f.raw().to_string(),
@@ -121,6 +139,7 @@ fn all_files() -> Vec<TestFile> {
         .filter(|f| GC_FILES.contains(&f.name.as_str()));
     let mut files: Vec<TestFile> = v2
         .chain(simd)
+        .chain(relaxed_simd)
         .chain(exceptions)
         .chain(tail_call)
         .chain(function_references)

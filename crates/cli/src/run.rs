@@ -345,6 +345,7 @@ impl CommonOptions {
         if let Some(enable) = all {
             config
                 .wasm_simd(enable)
+                .wasm_relaxed_simd(enable)
                 .wasm_bulk_memory(enable)
                 .wasm_multi_value(enable)
                 .wasm_multi_memory(enable)
@@ -498,6 +499,12 @@ impl CommonOptions {
                 }
                 (Group::Wasm, "simd") => {
                     config.wasm_simd(on);
+                }
+                (Group::Wasm, "relaxed-simd") => {
+                    config.wasm_relaxed_simd(on);
+                }
+                (Group::Wasm, "relaxed-simd-deterministic") => {
+                    config.relaxed_simd_deterministic(on);
                 }
                 (Group::Wasm, "extended-const") => {
                     config.wasm_extended_const(on);

@@ -394,11 +394,7 @@ impl<'f> FuncTranslator<'_, 'f> {
             O::I16x8Q15MulrSatS => self.vbinary(I16X8, |b, x, y| b.ins().sqmul_round_sat(x, y)),
             O::I32x4DotI16x8S => {
                 let (a, b) = self.pop2_as(I16X8);
-                let (alo, blo) = (self.b.ins().swiden_low(a), self.b.ins().swiden_low(b));
-                let lo = self.b.ins().imul(alo, blo);
-                let (ahi, bhi) = (self.b.ins().swiden_high(a), self.b.ins().swiden_high(b));
-                let hi = self.b.ins().imul(ahi, bhi);
-                let v = self.b.ins().iadd_pairwise(lo, hi);
+                let v = self.signed_dot(a, b);
                 self.push1(v);
             }
             O::I16x8ExtMulLowI8x16S => {
@@ -520,19 +516,16 @@ impl<'f> FuncTranslator<'_, 'f> {
             O::F64x2PromoteLowF32x4 => self.vunary(F32X4, |b, x| b.ins().fvpromote_low(x)),
             O::F32x4DemoteF64x2Zero => self.vunary(F64X2, |b, x| b.ins().fvdemote(x)),
             O::I32x4TruncSatF32x4S => self.vunary(F32X4, |b, x| b.ins().fcvt_to_sint_sat(I32X4, x)),
-            O::I32x4TruncSatF32x4U => self.vunary(F32X4, |b, x| b.ins().fcvt_to_uint_sat(I32X4, x)),
-            O::I32x4TruncSatF64x2SZero => {
-                let a = self.pop1_as(F64X2);
-                let converted = self.b.ins().fcvt_to_sint_sat(I64X2, a);
-                let zero = self.vzero(I64X2);
-                let v = self.b.ins().snarrow(converted, zero);
-                self.push1(v);
+            O::I32x4TruncSatF32x4U | O::I32x4RelaxedTruncF32x4U => {
+                self.vunary(F32X4, |b, x| b.ins().fcvt_to_uint_sat(I32X4, x))
             }
-            O::I32x4TruncSatF64x2UZero => {
+            O::I32x4TruncSatF64x2SZero => self.trunc_f64x2_s_zero(false),
+            // Unsigned relaxed truncation is the saturating one everywhere:
+            // x86 has no unsigned vector conversion whose out-of-range
+            // results would be cheaper and still allowed.
+            O::I32x4TruncSatF64x2UZero | O::I32x4RelaxedTruncF64x2UZero => {
                 let a = self.pop1_as(F64X2);
-                let v = if self.cx.isa.triple().architecture == target_lexicon::Architecture::X86_64
-                    && !self.cx.isa.has_round()
-                {
+                let v = if self.targets_x86_64() && !self.cx.isa.has_round() {
                     // The vector lowering needs SSE4.1 rounding; convert
                     // the two lanes as scalars instead (as upstream does).
                     let lane0 = self.b.ins().extractlane(a, 0);
@@ -550,6 +543,85 @@ impl<'f> FuncTranslator<'_, 'f> {
                 self.push1(v);
             }
 
+            // ---- relaxed SIMD (see `relaxed_may_vary`) ----
+            O::I8x16RelaxedSwizzle => {
+                let pshufb = self.relaxed_may_vary() && self.cx.isa.has_x86_pshufb_lowering();
+                self.vbinary(I8X16, |b, x, y| {
+                    // `pshufb` zeroes a lane whose index has its top bit
+                    // set and takes `index % 16` otherwise; both are
+                    // allowed results for an index of 16 or more.
+                    if pshufb {
+                        b.ins().x86_pshufb(x, y)
+                    } else {
+                        b.ins().swizzle(x, y)
+                    }
+                })
+            }
+            O::I32x4RelaxedTruncF32x4S => {
+                let cvtt = self.relaxed_may_vary() && self.targets_x86_64();
+                self.vunary(F32X4, |b, x| {
+                    // `cvttps2dq` gives `i32::MIN` for NaN and out-of-range
+                    // lanes, one of the allowed results, without the
+                    // saturating version's fix-up.
+                    if cvtt {
+                        b.ins().x86_cvtt2dq(I32X4, x)
+                    } else {
+                        b.ins().fcvt_to_sint_sat(I32X4, x)
+                    }
+                })
+            }
+            O::I32x4RelaxedTruncF64x2SZero => {
+                let cvtt = self.relaxed_may_vary() && self.targets_x86_64();
+                self.trunc_f64x2_s_zero(cvtt)
+            }
+            O::F32x4RelaxedMadd => self.relaxed_madd(F32X4, false),
+            O::F32x4RelaxedNmadd => self.relaxed_madd(F32X4, true),
+            O::F64x2RelaxedMadd => self.relaxed_madd(F64X2, false),
+            O::F64x2RelaxedNmadd => self.relaxed_madd(F64X2, true),
+            O::I8x16RelaxedLaneselect => self.relaxed_laneselect(I8X16),
+            O::I16x8RelaxedLaneselect => self.relaxed_laneselect(I16X8),
+            O::I32x4RelaxedLaneselect => self.relaxed_laneselect(I32X4),
+            O::I64x2RelaxedLaneselect => self.relaxed_laneselect(I64X2),
+            O::F32x4RelaxedMin => self.relaxed_min_max(F32X4, false),
+            O::F32x4RelaxedMax => self.relaxed_min_max(F32X4, true),
+            O::F64x2RelaxedMin => self.relaxed_min_max(F64X2, false),
+            O::F64x2RelaxedMax => self.relaxed_min_max(F64X2, true),
+            O::I16x8RelaxedQ15mulrS => {
+                let pmulhrsw = self.relaxed_may_vary() && self.cx.isa.has_x86_pmulhrsw_lowering();
+                self.vbinary(I16X8, |b, x, y| {
+                    // `pmulhrsw` differs from the saturating version only
+                    // for `i16::MIN * i16::MIN`, where it wraps to
+                    // `i16::MIN`: an allowed result.
+                    if pmulhrsw {
+                        b.ins().x86_pmulhrsw(x, y)
+                    } else {
+                        b.ins().sqmul_round_sat(x, y)
+                    }
+                })
+            }
+            O::I16x8RelaxedDotI8x16I7x16S => {
+                let (a, b) = self.pop2_as(I8X16);
+                let v = self.relaxed_dot_i16x8(a, b);
+                self.push1(v);
+            }
+            O::I32x4RelaxedDotI8x16I7x16AddS => {
+                let acc = self.pop1_as(I32X4);
+                let (a, b) = self.pop2_as(I8X16);
+                let sums = if self.relaxed_pmaddubsw() {
+                    let pairs = self.relaxed_dot_i16x8(a, b);
+                    self.pairwise_sum_widening(pairs)
+                } else {
+                    // Exact: the four products of each i32 lane summed
+                    // with no 16-bit pair sum in between to overflow.
+                    let (lo, hi) = self.widened_products(a, b);
+                    let lo = self.pairwise_sum_widening(lo);
+                    let hi = self.pairwise_sum_widening(hi);
+                    self.b.ins().iadd_pairwise(lo, hi)
+                };
+                let v = self.b.ins().iadd(sums, acc);
+                self.push1(v);
+            }
+
             _ => return Ok(false),
         }
         Ok(true)
@@ -560,5 +632,138 @@ impl<'f> FuncTranslator<'_, 'f> {
             let t = b.ins().vall_true(x);
             b.ins().uextend(I32, t)
         });
+    }
+
+    fn targets_x86_64(&self) -> bool {
+        self.cx.isa.triple().architecture == target_lexicon::Architecture::X86_64
+    }
+
+    /// Whether a relaxed-SIMD operator may be compiled to the target's
+    /// fastest sequence, whose results for the inputs the proposal leaves
+    /// open depend on the hardware; otherwise each compiles to the
+    /// sequence that gives its deterministic result on every target
+    /// (`Tunables::relaxed_simd_deterministic`). Every fast sequence is
+    /// x86-specific: on aarch64 the deterministic sequences are already
+    /// single instructions.
+    fn relaxed_may_vary(&self) -> bool {
+        !self.cx.tunables.relaxed_simd_deterministic
+    }
+
+    /// Whether the relaxed dot products use `pmaddubsw`, which reads the
+    /// second operand as unsigned and saturates each pair sum: both allowed
+    /// when a lane of that operand has its top bit set, and exact otherwise.
+    fn relaxed_pmaddubsw(&self) -> bool {
+        self.relaxed_may_vary() && self.cx.isa.has_x86_pmaddubsw_lowering()
+    }
+
+    /// The products of the lanes of `a` and `b`, sign-extended to twice
+    /// their width, as the low and high halves.
+    fn widened_products(&mut self, a: Value, b: Value) -> (Value, Value) {
+        let (alo, blo) = (self.b.ins().swiden_low(a), self.b.ins().swiden_low(b));
+        let lo = self.b.ins().imul(alo, blo);
+        let (ahi, bhi) = (self.b.ins().swiden_high(a), self.b.ins().swiden_high(b));
+        let hi = self.b.ins().imul(ahi, bhi);
+        (lo, hi)
+    }
+
+    /// Lanes twice as wide as `a`'s, each the sum of the signed products of
+    /// two adjacent lanes (wrapping, as Wasm's `i32x4.dot_i16x8_s`).
+    fn signed_dot(&mut self, a: Value, b: Value) -> Value {
+        let (lo, hi) = self.widened_products(a, b);
+        self.b.ins().iadd_pairwise(lo, hi)
+    }
+
+    /// Adjacent lanes of `v` sign-extended and summed into lanes twice as
+    /// wide.
+    fn pairwise_sum_widening(&mut self, v: Value) -> Value {
+        let lo = self.b.ins().swiden_low(v);
+        let hi = self.b.ins().swiden_high(v);
+        self.b.ins().iadd_pairwise(lo, hi)
+    }
+
+    /// `i16x8.relaxed_dot_i8x16_i7x16_s`. Deterministically, both operands
+    /// are signed and each pair sum wraps in 16 bits, as in the
+    /// specification's reference interpreter and upstream Wasmtime; the
+    /// one pair that overflows, (-128 * -128) twice, then gives -32768,
+    /// which is also what `pmaddubsw` gives for it.
+    fn relaxed_dot_i16x8(&mut self, a: Value, b: Value) -> Value {
+        if self.relaxed_pmaddubsw() {
+            // Cranelift's operand order: signed bytes first.
+            self.b.ins().x86_pmaddubsw(a, b)
+        } else {
+            self.signed_dot(a, b)
+        }
+    }
+
+    /// `i32x4.trunc_sat_f64x2_s_zero`, or with `cvtt` its relaxed form
+    /// through `cvttpd2dq` (which Cranelift matches as this `snarrow` of
+    /// `x86_cvtt2dq` with zero): `i32::MIN` for NaN and out-of-range lanes.
+    fn trunc_f64x2_s_zero(&mut self, cvtt: bool) {
+        let a = self.pop1_as(F64X2);
+        let converted = if cvtt {
+            self.b.ins().x86_cvtt2dq(I64X2, a)
+        } else {
+            self.b.ins().fcvt_to_sint_sat(I64X2, a)
+        };
+        let zero = self.vzero(I64X2);
+        let v = self.b.ins().snarrow(converted, zero);
+        self.push1(v);
+    }
+
+    /// `relaxed_madd` (`a * b + c`) and, with `negate_product`,
+    /// `relaxed_nmadd` (`-(a * b) + c`).
+    ///
+    /// Deterministically the result is fused (one rounding), as in the
+    /// reference interpreter and upstream Wasmtime; the prose of the
+    /// specification's deterministic profile says unfused, and the two
+    /// disagree (docs/architecture.md, "Relaxed SIMD"). A CPU without FMA
+    /// then gets Cranelift's per-lane `fma` libcalls. The fast form uses
+    /// the FMA instruction where there is one and an unfused multiply and
+    /// add where there is not; both roundings are allowed.
+    fn relaxed_madd(&mut self, ty: Type, negate_product: bool) {
+        let c = self.pop1_as(ty);
+        let (a, b) = self.pop2_as(ty);
+        // Negating an operand is exact, so it negates the product.
+        let a = if negate_product {
+            self.b.ins().fneg(a)
+        } else {
+            a
+        };
+        let v = if self.cx.isa.has_native_fma() || !self.relaxed_may_vary() {
+            self.b.ins().fma(a, b, c)
+        } else {
+            let product = self.b.ins().fmul(a, b);
+            self.b.ins().fadd(product, c)
+        };
+        self.push1(v);
+    }
+
+    /// `relaxed_laneselect`: `v128.bitselect` deterministically; the fast
+    /// form is a `blendv` where the target has one for `ty`, which looks
+    /// at each mask lane's top bit only. The two agree whenever each mask
+    /// lane is all ones or all zeros, the case the proposal defines.
+    fn relaxed_laneselect(&mut self, ty: Type) {
+        let mask = self.pop1_as(ty);
+        let (a, b) = self.pop2_as(ty);
+        let v = if self.relaxed_may_vary() && self.cx.isa.has_blendv_lowering(ty) {
+            self.b.ins().blendv(mask, a, b)
+        } else {
+            self.b.ins().bitselect(mask, a, b)
+        };
+        self.push1(v);
+    }
+
+    /// `relaxed_min`/`relaxed_max`: Wasm's `min`/`max` deterministically;
+    /// on x86 the `pmin`/`pmax` comparison and select, one `minps`/`maxps`,
+    /// which return an operand instead of a NaN or of the right zero in
+    /// the cases the proposal leaves open.
+    fn relaxed_min_max(&mut self, ty: Type, max: bool) {
+        if self.relaxed_may_vary() && self.targets_x86_64() {
+            self.vpminmax(ty, max);
+        } else if max {
+            self.vbinary(ty, |b, x, y| b.ins().fmax(x, y));
+        } else {
+            self.vbinary(ty, |b, x, y| b.ins().fmin(x, y));
+        }
     }
 }

@@ -38,6 +38,10 @@ pub struct Tunables {
     /// mark of the 4 KiB it starts in (`vm::WRITE_MARKS_OFFSET`), so that a
     /// reset learns which pages were written without asking the kernel.
     pub track_memory_writes: bool,
+    /// Whether every relaxed-SIMD operator is compiled to its one
+    /// deterministic result (`Config::relaxed_simd_deterministic`) instead
+    /// of the fastest sequence the target offers.
+    pub relaxed_simd_deterministic: bool,
 }
 
 /// How an MMU interrupt makes the next poll fault; the public
@@ -86,6 +90,7 @@ impl Tunables {
             mmu_interruption_mode,
             mmu_poll_leaf_entries,
             track_memory_writes,
+            relaxed_simd_deterministic,
         } = self;
         vec![
             ("memory_reservation", memory_reservation.to_string()),
@@ -112,6 +117,10 @@ impl Tunables {
             ),
             ("mmu_poll_leaf_entries", mmu_poll_leaf_entries.to_string()),
             ("track_memory_writes", track_memory_writes.to_string()),
+            (
+                "relaxed_simd_deterministic",
+                relaxed_simd_deterministic.to_string(),
+            ),
         ]
     }
 }
@@ -130,6 +139,7 @@ impl Default for Tunables {
             mmu_interruption_mode: MmuInterruptionMode::PointerSwap,
             mmu_poll_leaf_entries: true,
             track_memory_writes: false,
+            relaxed_simd_deterministic: false,
         }
     }
 }

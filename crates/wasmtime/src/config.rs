@@ -57,6 +57,9 @@ pub struct Config {
     pub(crate) reset_policy: ResetPolicy,
     pub(crate) target: Option<target_lexicon::Triple>,
     pub(crate) profiler: ProfilingStrategy,
+    /// Whether [`Config::wasm_relaxed_simd`] was called: otherwise relaxed
+    /// SIMD follows [`Config::wasm_simd`].
+    relaxed_simd_chosen: bool,
     /// Whether [`Config::wasm_exceptions`] was called: otherwise the
     /// default follows the target (`exceptions_supported`).
     exceptions_chosen: bool,
@@ -83,7 +86,6 @@ pub(crate) const DEFAULT_WASM_BACKTRACE_MAX_FRAMES: NonZeroUsize = NonZeroUsize:
 /// Proposals that [`Engine::new`](crate::Engine::new) rejects when turned on,
 /// with the name of the `Config` method that turns them on.
 pub(crate) const UNSUPPORTED_FEATURES: &[(WasmFeatures, &str)] = &[
-    (WasmFeatures::RELAXED_SIMD, "wasm_relaxed_simd"),
     (WasmFeatures::THREADS, "wasm_threads"),
     (
         WasmFeatures::SHARED_EVERYTHING_THREADS,
@@ -101,12 +103,13 @@ impl Config {
     ///
     /// In short: the defaults enable WebAssembly 2.0 (MVP, mutable globals,
     /// sign extension, saturating float-to-int conversions, multi-value,
-    /// bulk memory, reference types and SIMD) plus the multi-memory,
-    /// extended-const, tail-call and typed function references proposals
-    /// and exception handling, and use Cranelift with
+    /// bulk memory, reference types and SIMD) plus the relaxed-SIMD,
+    /// multi-memory, extended-const, tail-call and typed function
+    /// references proposals and exception handling, and use Cranelift with
     /// [`OptLevel::Speed`].
     pub fn new() -> Config {
         let mut features = WasmFeatures::WASM2
+            | WasmFeatures::RELAXED_SIMD
             | WasmFeatures::MULTI_MEMORY
             | WasmFeatures::EXTENDED_CONST
             | WasmFeatures::TAIL_CALL
@@ -118,6 +121,7 @@ impl Config {
         );
         Config {
             features,
+            relaxed_simd_chosen: false,
             exceptions_chosen: false,
             profiler: ProfilingStrategy::None,
             tunables: Tunables::default(),
@@ -151,7 +155,9 @@ impl Config {
     /// `v128` type and its instructions, part of WebAssembly 2.0.
     ///
     /// When disabled, modules using `v128` types or SIMD instructions fail to
-    /// validate.
+    /// validate. Relaxed SIMD builds on it: unless
+    /// [`Config::wasm_relaxed_simd`] was called, this turns relaxed SIMD on
+    /// or off with it.
     ///
     /// ## Default
     ///
@@ -159,35 +165,91 @@ impl Config {
     ///
     /// # Errors
     ///
-    /// None: [`Engine::new`](crate::Engine::new) accepts both values. With the
-    /// proposal off, modules that use it fail validation in
+    /// [`Engine::new`](crate::Engine::new) fails if this is disabled while
+    /// [`Config::wasm_relaxed_simd`] was explicitly enabled. Otherwise none:
+    /// with the proposal off, modules that use it fail validation in
     /// [`Module::new`](crate::Module::new).
     ///
     /// # Panics
     ///
     /// Never panics.
     pub fn wasm_simd(&mut self, enable: bool) -> &mut Self {
+        if !self.relaxed_simd_chosen {
+            self.features.set(WasmFeatures::RELAXED_SIMD, enable);
+        }
         self.feature(WasmFeatures::SIMD, enable)
     }
 
-    /// Asks for the relaxed-SIMD proposal, which this runtime lacks.
+    /// Accepts (`true`) or rejects modules that use relaxed SIMD
+    /// (WebAssembly 3.0): twenty `v128` instructions whose result the
+    /// specification leaves to the hardware for some inputs (an
+    /// out-of-range swizzle index, a NaN in a truncation, fused or unfused
+    /// rounding in a multiply-add, and the like), so that each can compile
+    /// to one or two native instructions.
     ///
-    /// This runtime does not implement relaxed SIMD; the setting exists so
-    /// that configuration code written for upstream Wasmtime compiles.
+    /// By default they do compile that way, and a module may then compute
+    /// different results on x86_64 and aarch64 (though always the same on
+    /// one host with one engine). [`Config::relaxed_simd_deterministic`]
+    /// fixes one result everywhere at some cost in speed.
     ///
     /// ## Default
     ///
-    /// Disabled.
+    /// Enabled, as upstream, and then turned off and on with
+    /// [`Config::wasm_simd`] unless this is called.
     ///
     /// # Errors
     ///
-    /// [`Engine::new`](crate::Engine::new) fails if this is enabled.
+    /// [`Engine::new`](crate::Engine::new) fails if this is enabled while
+    /// [`Config::wasm_simd`] is disabled (the proposal extends SIMD).
+    /// Otherwise none: with the proposal off, modules that use it fail
+    /// validation in [`Module::new`](crate::Module::new).
     ///
     /// # Panics
     ///
     /// Never panics.
     pub fn wasm_relaxed_simd(&mut self, enable: bool) -> &mut Self {
+        self.relaxed_simd_chosen = true;
         self.feature(WasmFeatures::RELAXED_SIMD, enable)
+    }
+
+    /// Compiles every relaxed-SIMD instruction to the one result that does
+    /// not depend on the host (`true`), or to the host's fastest sequence.
+    ///
+    /// The deterministic results are those of the WebAssembly
+    /// specification's reference interpreter, which upstream Wasmtime also
+    /// gives: swizzle, truncation, Q15 multiplication, minimum and maximum
+    /// behave as their non-relaxed counterparts, lane select as
+    /// `v128.bitselect`, multiply-add is fused (one rounding; a CPU without
+    /// FMA instructions then calls a helper per lane), and the dot products
+    /// treat both operands as signed, the 16-bit one wrapping its pair sums.
+    /// The prose of the Wasm 3.0 specification's deterministic profile
+    /// instead picks the unfused multiply-add and saturating pair sums; we
+    /// follow the executable reference, with which every upstream user's
+    /// results agree.
+    ///
+    /// Where it matters: only on x86_64 are the fast sequences different
+    /// (`pshufb`, `cvttps2dq`, `pmulhrsw`, `pmaddubsw`, `blendv`,
+    /// `minps`/`maxps`, FMA or a separate multiply and add); on aarch64
+    /// both settings compile the same code. Turn it on when a module must
+    /// compute bit-identical results on every host (replay, consensus,
+    /// caching results across machines).
+    ///
+    /// ## Default
+    ///
+    /// Disabled, as upstream.
+    ///
+    /// # Errors
+    ///
+    /// None: [`Engine::new`](crate::Engine::new) accepts both values. The
+    /// setting changes compiled code, so a precompiled module made under
+    /// the other value is refused when loaded.
+    ///
+    /// # Panics
+    ///
+    /// Never panics.
+    pub fn relaxed_simd_deterministic(&mut self, enable: bool) -> &mut Self {
+        self.tunables.relaxed_simd_deterministic = enable;
+        self
     }
 
     /// Accepts (`true`) or rejects modules that use bulk memory operations:
@@ -1721,6 +1783,13 @@ impl Config {
         }
         if !self.signals_based_traps {
             anyhow::bail!("disabling signals-based traps is not supported by this runtime");
+        }
+        if self.features.contains(WasmFeatures::RELAXED_SIMD)
+            && !self.features.contains(WasmFeatures::SIMD)
+        {
+            anyhow::bail!(
+                "`Config::wasm_relaxed_simd` needs `Config::wasm_simd`, whose instructions the relaxed-SIMD proposal extends"
+            );
         }
         if self.features.contains(WasmFeatures::GC)
             && !self.features.contains(WasmFeatures::FUNCTION_REFERENCES)

@@ -78,7 +78,8 @@ type Enable = fn(&mut Config) -> &mut Config;
 #[test]
 fn unsupported_proposals_are_refused_by_engine_new() {
     let refusals: [(&str, Enable); 4] = [
-        ("relaxed", |c| c.wasm_relaxed_simd(true)),
+        // Relaxed SIMD extends SIMD.
+        ("relaxed", |c| c.wasm_relaxed_simd(true).wasm_simd(false)),
         ("threads", |c| c.wasm_threads(true)),
         ("memory64", |c| c.wasm_memory64(true)),
         // GC (its `i31` slice) needs function references.

@@ -304,7 +304,6 @@ fn unsupported_config_is_rejected() {
     for f in [
         Config::wasm_threads as fn(&mut Config, bool) -> &mut Config,
         Config::wasm_memory64,
-        Config::wasm_relaxed_simd,
         Config::wasm_custom_page_sizes,
         Config::wasm_wide_arithmetic,
         Config::wasm_stack_switching,

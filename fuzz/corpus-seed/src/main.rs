@@ -133,11 +133,12 @@ fn seed(fuzz_dir: &Path, smith_count: usize) {
 
     let files = spec(SpecVersion::V2)
         .map(|f| (f.name().to_string(), f.raw()))
-        .chain(proposal(Proposal::Simd).map(|f| (f.name().to_string(), f.raw())));
+        .chain(proposal(Proposal::Simd).map(|f| (f.name().to_string(), f.raw())))
+        .chain(proposal(Proposal::RelaxedSimd).map(|f| (f.name().to_string(), f.raw())));
     // Typed function references (`call_ref`, `br_on_null`, ...) reach
     // `differential` and `compile` only through these seeds: wasm-smith
     // makes them only with the whole GC proposal, which this engine lacks.
-    // The other targets keep to Wasm 2.0 seeds.
+    // The other targets keep to the seeds of Wasm 2.0 and (relaxed) SIMD.
     let typed_refs = proposal(Proposal::FunctionReferences)
         .filter(|f| f.name().ends_with(".wast"))
         .map(|f| (f.name().to_string(), f.raw()));
