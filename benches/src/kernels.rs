@@ -49,6 +49,11 @@ pub const KERNELS: &[Kernel] = &[
         wat: include_str!("../kernels/simd.wat"),
         arg: 10_000,
     },
+    Kernel {
+        name: "relaxed",
+        wat: include_str!("../kernels/relaxed.wat"),
+        arg: 10_000,
+    },
 ];
 
 /// One engine's compiled and instantiated kernel, ready to be called.
