@@ -2,9 +2,9 @@
 //!
 //! Every one of the twenty instructions runs on corner values and on
 //! pseudo-random vectors, in both modes of
-//! `Config::relaxed_simd_deterministic`, and on x86_64 also with the CPU
-//! features switched off that the fast sequences and the deterministic
-//! `fma` use (FMA; SSSE3 and SSE4.1). For each lane:
+//! `Config::relaxed_simd_deterministic`, optimized and not, and on x86_64
+//! also with the CPU features switched off that the fast sequences and the
+//! deterministic `fma` use (FMA; SSSE3 and SSE4.1). For each lane:
 //!
 //! * deterministic mode must give exactly the model's deterministic
 //!   result (the reference interpreter's; any NaN where it gives a NaN),
@@ -14,7 +14,7 @@
 //! The spec testsuite's relaxed-SIMD files (`tests/spec.rs`) check fixed
 //! values; this covers many more inputs and the fallbacks.
 
-use wasmtime::{Config, Engine, Instance, Module, Store, V128};
+use wasmtime::{Config, Engine, Instance, Module, OptLevel, Store, V128};
 
 const WAT: &str = r#"
 (module
@@ -713,11 +713,13 @@ fn corner_inputs(op: &str) -> Vec<[u128; 3]> {
 
 // ---- running ----
 
-/// One engine configuration: a mode and, on x86_64, CPU features turned
-/// off.
+/// One engine configuration: a mode, whether Cranelift optimizes (the
+/// x86 sequences are matched in lowering, which must work on IR the
+/// optimizer has not touched too) and, on x86_64, CPU features turned off.
 struct Variant {
     name: &'static str,
     deterministic: bool,
+    unoptimized: bool,
     cpu_off: &'static [&'static str],
 }
 
@@ -744,11 +746,25 @@ fn variants() -> Vec<Variant> {
         Variant {
             name: "fast",
             deterministic: false,
+            unoptimized: false,
             cpu_off: &[],
         },
         Variant {
             name: "deterministic",
             deterministic: true,
+            unoptimized: false,
+            cpu_off: &[],
+        },
+        Variant {
+            name: "fast, unoptimized",
+            deterministic: false,
+            unoptimized: true,
+            cpu_off: &[],
+        },
+        Variant {
+            name: "deterministic, unoptimized",
+            deterministic: true,
+            unoptimized: true,
             cpu_off: &[],
         },
     ];
@@ -761,6 +777,7 @@ fn variants() -> Vec<Variant> {
                     "fast, no FMA"
                 },
                 deterministic,
+                unoptimized: false,
                 cpu_off: &["has_fma"],
             });
             v.push(Variant {
@@ -770,6 +787,7 @@ fn variants() -> Vec<Variant> {
                     "fast, SSE2 only"
                 },
                 deterministic,
+                unoptimized: false,
                 cpu_off: SSE2_ONLY,
             });
         }
@@ -780,6 +798,9 @@ fn variants() -> Vec<Variant> {
 fn engine(variant: &Variant) -> Engine {
     let mut config = Config::new();
     config.relaxed_simd_deterministic(variant.deterministic);
+    if variant.unoptimized {
+        config.cranelift_opt_level(OptLevel::None);
+    }
     for flag in variant.cpu_off {
         // SAFETY: turning a CPU feature off only narrows the instructions
         // Cranelift may use, so the code it produces still runs on this
@@ -900,6 +921,7 @@ fn fast_mode_differs_on_x86_64() {
         let engine = engine(&Variant {
             name: "",
             deterministic,
+            unoptimized: false,
             cpu_off: &[],
         });
         let module = Module::new(&engine, WAT).unwrap();
