@@ -162,40 +162,37 @@ struct Expected {
     lanes: Vec<Vec<Lane>>,
 }
 
-fn wasm_fmin32(a: f32, b: f32) -> f32 {
+/// Wasm's `min` (`max` with `max`) of two float lanes, widened to `f64`
+/// (exact for `f32` lanes: every value, zero sign and NaN survives).
+fn wasm_min_max(a: f64, b: f64, max: bool) -> f64 {
     if a.is_nan() || b.is_nan() {
-        f32::NAN
+        f64::NAN
     } else if a == 0.0 && b == 0.0 {
-        if a.is_sign_negative() { a } else { b }
+        // The zero of the wanted sign: -0 for `min`, +0 for `max`.
+        if a.is_sign_negative() != max { a } else { b }
+    } else if max {
+        a.max(b)
     } else {
         a.min(b)
     }
 }
-fn wasm_fmax32(a: f32, b: f32) -> f32 {
-    if a.is_nan() || b.is_nan() {
-        f32::NAN
-    } else if a == 0.0 && b == 0.0 {
-        if a.is_sign_positive() { a } else { b }
+
+/// The float lanes of `v`, `bits` wide, widened to `f64`.
+fn float_lanes(v: u128, bits: u32) -> Vec<f64> {
+    if bits == 32 {
+        f32s(v).iter().map(|&x| f64::from(x)).collect()
     } else {
-        a.max(b)
+        f64s(v).to_vec()
     }
 }
-fn wasm_fmin64(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() {
-        f64::NAN
-    } else if a == 0.0 && b == 0.0 {
-        if a.is_sign_negative() { a } else { b }
+
+/// A float lane `bits` wide holding `x` (narrowed back, exactly, from a
+/// value [`float_lanes`] widened).
+fn float_lane(x: f64, bits: u32) -> Lane {
+    if bits == 32 {
+        Lane::float32(x as f32)
     } else {
-        a.min(b)
-    }
-}
-fn wasm_fmax64(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() {
-        f64::NAN
-    } else if a == 0.0 && b == 0.0 {
-        if a.is_sign_positive() { a } else { b }
-    } else {
-        a.max(b)
+        Lane::float64(x)
     }
 }
 
@@ -325,54 +322,23 @@ fn expected(op: &str, args: &[u128]) -> Expected {
                     .collect(),
             )
         }
-        "f32x4_min" | "f32x4_max" => {
+        "f32x4_min" | "f32x4_max" | "f64x2_min" | "f64x2_max" => {
+            let bits = if op.starts_with("f32") { 32 } else { 64 };
             let max = op.ends_with("max");
-            let (a, b) = (f32s(args[0]), f32s(args[1]));
+            let (a, b) = (float_lanes(args[0], bits), float_lanes(args[1], bits));
             floats(
-                32,
-                (0..4)
-                    .map(|i| {
-                        let (x, y) = (a[i], b[i]);
-                        let exact = if max {
-                            wasm_fmax32(x, y)
-                        } else {
-                            wasm_fmin32(x, y)
-                        };
-                        let mut allowed = vec![Lane::float32(exact)];
+                bits,
+                a.iter()
+                    .zip(&b)
+                    .map(|(&x, &y)| {
+                        let mut allowed = vec![float_lane(wasm_min_max(x, y, max), bits)];
                         let (may_a, may_b) =
                             min_max_alternatives(x.is_nan(), y.is_nan(), x == 0.0 && y == 0.0);
                         if may_a {
-                            allowed.push(Lane::float32(x));
+                            allowed.push(float_lane(x, bits));
                         }
                         if may_b {
-                            allowed.push(Lane::float32(y));
-                        }
-                        allowed
-                    })
-                    .collect(),
-            )
-        }
-        "f64x2_min" | "f64x2_max" => {
-            let max = op.ends_with("max");
-            let (a, b) = (f64s(args[0]), f64s(args[1]));
-            floats(
-                64,
-                (0..2)
-                    .map(|i| {
-                        let (x, y) = (a[i], b[i]);
-                        let exact = if max {
-                            wasm_fmax64(x, y)
-                        } else {
-                            wasm_fmin64(x, y)
-                        };
-                        let mut allowed = vec![Lane::float64(exact)];
-                        let (may_a, may_b) =
-                            min_max_alternatives(x.is_nan(), y.is_nan(), x == 0.0 && y == 0.0);
-                        if may_a {
-                            allowed.push(Lane::float64(x));
-                        }
-                        if may_b {
-                            allowed.push(Lane::float64(y));
+                            allowed.push(float_lane(y, bits));
                         }
                         allowed
                     })
