@@ -82,7 +82,7 @@ qemu-aarch64 -L "$sysroot" "$traps"
 TEST_CHILD_RUNNER="qemu-aarch64 -L $sysroot" qemu-aarch64 -L "$sysroot" "$exceptions"
 
 # Relaxed SIMD against the proposal's model, both modes (which compile the
-# same NEON code on aarch64; about 10 s).
+# same NEON code on aarch64), optimized and not (about 40 s).
 qemu-aarch64 -L "$sysroot" "$relaxed_simd"
 
 # WASI preview1 in-process: files and preopens, arguments, environment,
