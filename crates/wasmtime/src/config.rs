@@ -616,7 +616,10 @@ impl Config {
     /// Enables or disables the WebAssembly features in `flag` all at once.
     ///
     /// This is a lower-level knob than the `wasm_*` methods, taking
-    /// `wasmparser`'s feature flags directly.
+    /// `wasmparser`'s feature flags directly. Naming relaxed SIMD or
+    /// exception handling in `flag` counts as choosing it, as
+    /// [`Config::wasm_relaxed_simd`] and [`Config::wasm_exceptions`] do:
+    /// [`Config::wasm_simd`] and [`Config::target`] then leave it as set.
     ///
     /// ## Default
     ///
@@ -631,6 +634,8 @@ impl Config {
     ///
     /// Never panics.
     pub fn wasm_features(&mut self, flag: WasmFeatures, enable: bool) -> &mut Self {
+        self.relaxed_simd_chosen |= flag.contains(WasmFeatures::RELAXED_SIMD);
+        self.exceptions_chosen |= flag.contains(WasmFeatures::EXCEPTIONS);
         self.feature(flag, enable)
     }
 

@@ -97,3 +97,21 @@ fn unsupported_proposals_are_refused_by_engine_new() {
         assert!(error.to_lowercase().contains(name), "{name}: {error}");
     }
 }
+
+#[test]
+fn wasm_features_chooses_exceptions_for_later_targets() {
+    // `Config::target` resets the exception default for the target unless
+    // the embedder chose; a `wasm_features` call naming them is a choice.
+    let mut config = Config::new();
+    config
+        .wasm_features(wasmtime::wasmparser::WasmFeatures::EXCEPTIONS, false)
+        .target("aarch64-unknown-linux-gnu")
+        .unwrap();
+    let engine = Engine::new(&config).unwrap();
+    let wat = r#"(module (tag $t) (func (throw $t)))"#;
+    let wasm = wat::parse_str(wat).unwrap();
+    let err = engine
+        .precompile_module(&wasm)
+        .expect_err("exceptions stayed off");
+    assert!(format!("{err:#}").contains("exceptions"), "{err:#}");
+}

@@ -937,4 +937,11 @@ fn simd_off_takes_relaxed_simd_with_it() {
         "(module (func (param v128) (result v128) (local.get 0)))",
     )
     .unwrap();
+
+    // Naming it in `wasm_features` chooses it too.
+    let mut config = Config::new();
+    config
+        .wasm_features(wasmtime::wasmparser::WasmFeatures::RELAXED_SIMD, true)
+        .wasm_simd(false);
+    assert!(Engine::new(&config).is_err());
 }
