@@ -57,10 +57,12 @@ pub struct Config {
     pub(crate) reset_policy: ResetPolicy,
     pub(crate) target: Option<target_lexicon::Triple>,
     pub(crate) profiler: ProfilingStrategy,
-    /// Whether [`Config::wasm_relaxed_simd`] was called: otherwise relaxed
-    /// SIMD follows [`Config::wasm_simd`].
+    /// Whether [`Config::wasm_relaxed_simd`] was called, or
+    /// [`Config::wasm_features`] with relaxed SIMD: otherwise relaxed SIMD
+    /// follows [`Config::wasm_simd`].
     relaxed_simd_chosen: bool,
-    /// Whether [`Config::wasm_exceptions`] was called: otherwise the
+    /// Whether [`Config::wasm_exceptions`] was called, or
+    /// [`Config::wasm_features`] with exceptions: otherwise the
     /// default follows the target (`exceptions_supported`).
     exceptions_chosen: bool,
 }
