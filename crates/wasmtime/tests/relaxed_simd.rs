@@ -196,6 +196,18 @@ fn float_lane(x: f64, bits: u32) -> Lane {
     }
 }
 
+/// The fused result of `a * b + c` (the deterministic one) and the
+/// unfused one, for lanes `bits` wide. `f32` lanes are computed in `f32`:
+/// in `f64` each operation would round differently.
+fn fused_and_unfused(a: f64, b: f64, c: f64, bits: u32) -> Vec<Lane> {
+    if bits == 32 {
+        let (a, b, c) = (a as f32, b as f32, c as f32);
+        vec![Lane::float32(a.mul_add(b, c)), Lane::float32(a * b + c)]
+    } else {
+        vec![Lane::float64(a.mul_add(b, c)), Lane::float64(a * b + c)]
+    }
+}
+
 /// The proposal's choices for `relaxed_min`/`relaxed_max` of one lane
 /// pair beyond Wasm's `min`/`max`: an operand in place of a NaN, and
 /// either zero for zeros of opposite signs.
@@ -264,34 +276,16 @@ fn expected(op: &str, args: &[u128]) -> Expected {
             lanes.resize_with(4, || vec![Lane::Bits(0)]);
             ints(32, lanes)
         }
-        "f32x4_madd" | "f32x4_nmadd" => {
+        "f32x4_madd" | "f32x4_nmadd" | "f64x2_madd" | "f64x2_nmadd" => {
+            let bits = if op.starts_with("f32") { 32 } else { 64 };
             let negate = op.ends_with("nmadd");
-            let (a, b, c) = (f32s(args[0]), f32s(args[1]), f32s(args[2]));
+            let [a, b, c] = [0, 1, 2].map(|k| float_lanes(args[k], bits));
             floats(
-                32,
-                (0..4)
+                bits,
+                (0..a.len())
                     .map(|i| {
                         let a = if negate { -a[i] } else { a[i] };
-                        vec![
-                            Lane::float32(a.mul_add(b[i], c[i])),
-                            Lane::float32(a * b[i] + c[i]),
-                        ]
-                    })
-                    .collect(),
-            )
-        }
-        "f64x2_madd" | "f64x2_nmadd" => {
-            let negate = op.ends_with("nmadd");
-            let (a, b, c) = (f64s(args[0]), f64s(args[1]), f64s(args[2]));
-            floats(
-                64,
-                (0..2)
-                    .map(|i| {
-                        let a = if negate { -a[i] } else { a[i] };
-                        vec![
-                            Lane::float64(a.mul_add(b[i], c[i])),
-                            Lane::float64(a * b[i] + c[i]),
-                        ]
+                        fused_and_unfused(a, b[i], c[i], bits)
                     })
                     .collect(),
             )
@@ -623,11 +617,19 @@ fn operand_kinds(op: &str) -> [&'static str; 3] {
     }
 }
 
+/// `b` in every byte lane.
+fn splat8(b: u8) -> u128 {
+    u128::from_le_bytes([b; 16])
+}
+
+/// `h` in every 16-bit lane.
+fn splat16(h: u16) -> u128 {
+    (0..8).fold(0u128, |v, i| v | u128::from(h) << (16 * i))
+}
+
 /// Hand-picked inputs for each instruction: the cases the proposal leaves
 /// open, whatever the random ones happen to hit.
 fn corner_inputs(op: &str) -> Vec<[u128; 3]> {
-    let splat8 = |b: u8| u128::from_le_bytes([b; 16]);
-    let splat16 = |h: u16| (0..8).fold(0u128, |v, i| v | u128::from(h) << (16 * i));
     let f32x4 = |l: [f32; 4]| (0..4).fold(0u128, |v, i| v | u128::from(l[i].to_bits()) << (32 * i));
     let f64x2 = |l: [f64; 2]| u128::from(l[0].to_bits()) | u128::from(l[1].to_bits()) << 64;
     let iota = u128::from_le_bytes(std::array::from_fn(|i| 0x10 + i as u8));
@@ -864,8 +866,6 @@ fn fast_mode_differs_on_x86_64() {
         println!("skipped: this host lacks SSE4.1, which the fast sequences use");
         return;
     }
-    let splat8 = |b: u8| u128::from_le_bytes([b; 16]);
-    let splat16 = |h: u16| (0..8).fold(0u128, |v, i| v | u128::from(h) << (16 * i));
     let cases: &[(&str, usize, [u128; 3])] = &[
         // An index of 16: `pshufb` reads lane 0, swizzle gives 0.
         ("swizzle", 2, [splat8(7), splat8(16), 0]),
